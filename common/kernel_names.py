@@ -1,0 +1,490 @@
+"""Read a GPU kernel's name the way the post does: what library made it, what it computes, how it is tiled.
+
+Kernel names are the only thing a trace tells us about a kernel, and they are dense. A few families follow
+patterns worth decoding:
+
+    nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT      cuBLAS on Hopper: a 256x128 output tile, ...
+    cutlass_80_tensorop_bf16_s16816gemm_bf16_64x64_64x4_tn_align8     CUTLASS (also inside cuBLAS) on sm80
+    ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn       cuBLAS's own Ampere kernels
+    triton_poi_fused__unsafe_view_gelu_mul_0            Inductor: a pointwise Triton kernel fusing 3 ops
+    void at::native::vectorized_elementwise_kernel<8, at::native::GeluCUDAKernelImpl(...)...>(...)
+                                                        ATen's eager GELU, 300 characters of C++ template
+
+`decode(name)` returns what we could read; a name that follows no known pattern passes through unchanged
+(its short name is the name itself and it carries no details). Nothing here imports torch: the report
+must start fast.
+
+nvjet names are not documented by NVIDIA. We decode only the fields we can check against the trace:
+the output tile and the k-block x stages (their shared-memory footprint matches the kernel's `shared memory`:
+(256 + 128) x 64 x 2 bytes x 4 stages = 196,608 of 213,188 bytes), the cluster shape, `_bias_` (the bias add
+runs in the epilogue, as `aten::addmm` asks) and the three layout letters. Other fields are shown raw.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+ARCHS = {
+    "50": "Maxwell",
+    "60": "Pascal",
+    "70": "Volta",
+    "75": "Turing",
+    "80": "Ampere",
+    "86": "Ampere",
+    "89": "Ada",
+    "90": "Hopper",
+    "100": "Blackwell",
+    "120": "Blackwell",
+}
+ARCH_BY_FAMILY = {"maxwell": "50", "pascal": "60", "volta": "70", "turing": "75", "ampere": "80", "ada": "89", "hopper": "90"}
+
+DTYPES = {
+    "h": "16-bit (fp16/bf16)",
+    "bf16": "bf16",
+    "f16": "fp16",
+    "fp16": "fp16",
+    "f32": "fp32",
+    "fp32": "fp32",
+    "tf32": "tf32",
+    "s": "fp32",
+    "i8": "int8",
+    "e4m3": "fp8 e4m3",
+    "e5m2": "fp8 e5m2",
+}
+
+# Inductor prefixes its Triton kernels with the kind of loop it generated.
+INDUCTOR_KINDS = {
+    "poi": "pointwise",
+    "red": "reduction",
+    "per": "persistent reduction",
+    "tem": "template",
+    "for": "foreach",
+    "sca": "scan",
+}
+
+# Op names that contain underscores, so that `fused__unsafe_view_gelu_mul` splits into
+# `_unsafe_view, gelu, mul` and not `_unsafe, view, gelu, mul`. Longest match wins.
+MULTI_WORD_OPS = {
+    "_unsafe_view",
+    "_unsafe_index",
+    "_to_copy",
+    "_softmax",
+    "_log_softmax",
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_efficient_attention",
+    "native_layer_norm",
+    "native_layer_norm_backward",
+    "native_batch_norm",
+    "native_group_norm",
+    "native_dropout",
+    "gelu_backward",
+    "silu_backward",
+    "threshold_backward",
+    "sigmoid_backward",
+    "tanh_backward",
+    "embedding_dense_backward",
+    "convolution_backward",
+    "index_put",
+    "index_select",
+    "masked_fill",
+    "constant_pad_nd",
+    "scalar_tensor",
+    "lift_fresh",
+    "var_mean",
+    "clamp_min",
+    "clamp_max",
+    "full_like",
+    "zeros_like",
+    "ones_like",
+    "empty_like",
+    "new_zeros",
+    "rms_norm",
+    "layer_norm",
+    "group_norm",
+    "batch_norm",
+    "scatter_add",
+    "slice_scatter",
+    "select_scatter",
+    "as_strided",
+    "_log_softmax_backward_data",
+    "_softmax_backward_data",
+    "nll_loss_forward",
+    "nll_loss_backward",
+}
+
+# Ops that move no data: a fused kernel "containing" them computes nothing more.
+VIEW_OPS = {
+    "view",
+    "_unsafe_view",
+    "reshape",
+    "permute",
+    "transpose",
+    "t",
+    "expand",
+    "squeeze",
+    "unsqueeze",
+    "slice",
+    "select",
+    "as_strided",
+    "alias",
+    "clone",
+    "_to_copy",
+    "convert_element_type",
+}
+
+# The functor or kernel inside an ATen kernel's C++ name tells which op it runs. First match wins, so
+# the more specific patterns come first.
+ATEN_OPS = [
+    (r"GeluBackward|gelu_backward", "gelu_backward"),
+    (r"Gelu", "gelu"),
+    (r"silu_backward|SiluBackward", "silu_backward"),
+    (r"silu", "silu"),
+    (r"sigmoid", "sigmoid"),
+    (r"tanh", "tanh"),
+    (r"MulFunctor|mul_kernel", "mul"),
+    (r"DivFunctor|div_true|div_trunc|div_floor", "div"),
+    (r"CUDAFunctorOnSelf_add|CUDAFunctorOnOther_add|AddFunctor|add_kernel", "add"),
+    (r"sub_kernel|SubFunctor", "sub"),
+    (r"threshold_kernel|clamp_min", "relu"),
+    (r"FillFunctor|fill_kernel", "fill"),
+    (r"CatArrayBatchedCopy", "cat"),
+    (r"direct_copy_kernel|copy_kernel|copy_device_to_device", "copy"),
+    (r"softmax_warp_forward|SoftMaxForward|softmax", "softmax"),
+    (r"layer_norm|LayerNorm", "layer_norm"),
+    (r"RMSNorm|rms_norm", "rms_norm"),
+    (r"sum_functor|ReduceAdd", "sum"),
+    (r"MeanOps", "mean"),
+    (r"MaxOps|max_values|max_kernel", "max"),
+    (r"MinOps|min_values|min_kernel", "min"),
+    (r"exp_kernel|ExpFunctor", "exp"),
+    (r"rsqrt", "rsqrt"),
+    (r"sqrt", "sqrt"),
+    (r"pow_tensor|pow_kernel", "pow"),
+    (r"neg_kernel", "neg"),
+    (r"AbsFunctor|abs_kernel", "abs"),
+    (r"where_kernel", "where"),
+    (r"index_select|indexSelect", "index_select"),
+    (r"embedding", "embedding"),
+    (r"CompareEqFunctor|CompareFunctor", "compare"),
+]
+
+# Liger-Kernel's Triton kernels are plain Python function names: `_geglu_tanh_forward_kernel`, ...
+LIGER_OPS = (
+    "geglu",
+    "swiglu",
+    "fused_add_rms_norm",
+    "rms_norm",
+    "layer_norm",
+    "group_norm",
+    "cross_entropy",
+    "fused_linear_cross_entropy",
+    "rope",
+    "dyt",
+    "jsd",
+    "kl_div",
+    "tvd",
+    "poly_norm",
+    "relu_squared",
+    "softmax",
+    "sparsemax",
+)
+
+_GEMM = re.compile(r"nvjet|gemm|gemv|cutlass|xmma|cublas|matmul", re.IGNORECASE)
+_NOT_GEMM = re.compile(r"flash|fmha|attention|splitKreduce|reduce_kernel|elementwise", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class KernelName:
+    """What a kernel's name says.
+
+    name:    the name as the trace has it (byte for byte: the diff compares these).
+    short:   a name that fits a table row (the name itself when it is short or unknown).
+    family:  who generated it: "cuBLAS (nvjet)", "cuBLAS", "CUTLASS", "Inductor (Triton)",
+             "Liger-Kernel (Triton)", "ATen", or "" when unknown.
+    is_gemm: a matrix multiply (a GEMM or GEMV).
+    ops:     the ops it computes, as far as the name tells (`("gelu", "mul")`, `("mm",)`, ...).
+    details: (field, value) pairs for the decode column: arch, tile, dtype, layout, epilogue, ...
+    """
+
+    name: str
+    short: str
+    family: str = ""
+    is_gemm: bool = False
+    ops: tuple[str, ...] = ()
+    details: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+    @property
+    def has_bias_epilogue(self) -> bool:
+        return any(k == "epilogue" and "bias" in v for k, v in self.details)
+
+    @property
+    def inductor_kind(self) -> str:
+        return next((v for k, v in self.details if k == "kind"), "") if self.family.startswith("Inductor") else ""
+
+    @property
+    def compute_ops(self) -> tuple[str, ...]:
+        """The ops that do arithmetic: a kernel fusing `_unsafe_view, gelu, mul` computes gelu and mul."""
+        return tuple(op for op in self.ops if op not in VIEW_OPS)
+
+    def describe(self) -> str:
+        """One line: family, then the decoded fields; empty for an unknown name."""
+        if not self.family:
+            return ""
+        parts = [self.family + (" GEMM" if self.is_gemm and "GEMM" not in self.family else "")]
+        parts += [f"{k} {v}" if k not in ("arch", "epilogue") else v for k, v in self.details]
+        return " · ".join(parts)
+
+
+@lru_cache(maxsize=4096)
+def decode(name: str) -> KernelName:
+    """Decode a kernel name; unknown names pass through unchanged."""
+    core = _strip_wrapper(name)
+    for decoder in (_nvjet, _inductor, _cutlass, _cublas_arch_named, _xmma, _cublas_helper, _liger, _aten):
+        found = decoder(name, core)
+        if found is not None:
+            return found
+    if is_gemm(name):
+        return KernelName(name, _shorten(name), "GEMM library", True, ("mm",))
+    return KernelName(name, _shorten(name))
+
+
+def short_name(name: str) -> str:
+    return decode(name).short
+
+
+def is_gemm(name: str) -> bool:
+    """A matrix multiply, by name: cuBLAS/CUTLASS/nvjet/xmma kernels and Inductor's mm templates."""
+    if name.startswith("triton_tem_fused_"):
+        return bool(re.search(r"(^|_)(mm|addmm|bmm|baddbmm)(_|$)", name[len("triton_tem_fused_") :]))
+    if name.startswith("triton_"):
+        return False
+    return bool(_GEMM.search(name)) and not _NOT_GEMM.search(name)
+
+
+def arch_label(sm: str) -> str:
+    family = ARCHS.get(sm)
+    return f"sm{sm} ({family})" if family else f"sm{sm}"
+
+
+# --- decoders: each returns a KernelName or None when the name is not of its family -------------------------
+
+
+def _nvjet(name: str, core: str) -> KernelName | None:
+    m = re.match(r"nvjet_(?:sm(\d+)_)?(.*)$", core)
+    if not m:
+        return None
+    sm, rest = m.group(1), m.group(2)
+    tokens = rest.split("_")
+    details: list[tuple[str, str]] = []
+    if sm:
+        details.append(("arch", arch_label(sm)))
+    tiles = [t for t in tokens if re.fullmatch(r"\d+x\d+", t)]
+    if len(tiles) >= 1:
+        details.append(("tile", tiles[0]))
+    if len(tiles) >= 2:
+        k, stages = tiles[1].split("x")
+        details.append(("k-block", f"{k} x {stages} stages"))
+    if len(tiles) >= 3:
+        details.append(("cluster", tiles[2]))
+    if "h" in tokens:
+        details.append(("inputs", DTYPES["h"]))
+    if "bias" in tokens:
+        details.append(("epilogue", "bias in the epilogue"))
+    coop = next((t for t in tokens if t.startswith("coop")), None)
+    if coop:
+        details.append(("schedule", f"cooperative ({coop})"))
+    layout = tokens[-1] if tokens and re.fullmatch(r"[TN]{2,3}", tokens[-1]) else None
+    if layout:
+        details.append(("layout", layout))
+    return KernelName(name, core, "cuBLAS (nvjet)", True, ("mm",) if "bias" not in tokens else ("mm", "add"), tuple(details))
+
+
+def _inductor(name: str, core: str) -> KernelName | None:
+    m = re.match(r"triton_([a-z]{3})_(.*)$", core)
+    if not m or m.group(1) not in INDUCTOR_KINDS:
+        return None
+    kind = INDUCTOR_KINDS[m.group(1)]
+    fused = re.sub(r"_\d+$", "", m.group(2))  # the trailing number only tells kernels apart
+    ops = split_fused_ops(fused[len("fused_") :]) if fused.startswith("fused_") else ()
+    details: list[tuple[str, str]] = [("kind", kind)]
+    if ops:
+        details.append(("fuses", ", ".join(ops)))
+    gemm = is_gemm(core)
+    return KernelName(name, core, "Inductor (Triton)", gemm, ops, tuple(details))
+
+
+def _cutlass(name: str, core: str) -> KernelName | None:
+    # cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8
+    # cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_bf16_bf16_128x256x64_1x2x1_0_tnn_align8_warpspecialized_...
+    m = re.match(r"cutlass(?:3x)?_(?:sm)?(\d+)_(.*)$", core)
+    if not m:
+        return None
+    sm, rest = m.group(1), m.group(2)
+    tokens = rest.split("_")
+    details: list[tuple[str, str]] = [("arch", arch_label(sm))]
+    if tokens and tokens[0] in ("tensorop", "wmma", "simt"):
+        unit = {"tensorop": "tensor cores (mma)", "wmma": "tensor cores (wmma)", "simt": "CUDA cores (simt)"}
+        details.append(("math", unit[tokens[0]]))
+    dtype = next((DTYPES[t] for t in tokens if t in DTYPES and t != "s" and t != "h"), None)
+    if dtype:
+        details.append(("dtype", dtype))
+    inst = next((t for t in tokens if re.fullmatch(r"[a-z]?\d+gemm", t)), None)
+    if inst and inst[0] == "s":
+        details.append(("accumulate", "fp32"))
+    tiles = [t for t in tokens if re.fullmatch(r"\d+x\d+(x\d+)?", t)]
+    if tiles:
+        details.append(("tile", tiles[0]))
+    if len(tiles) >= 2 and tiles[1].count("x") == 1:
+        k, stages = tiles[1].split("x")
+        details.append(("k-block", f"{k} x {stages} stages"))
+    elif len(tiles) >= 2:
+        details.append(("cluster", tiles[1]))
+    layout = next((t for t in tokens if re.fullmatch(r"[tn]{2,3}", t)), None)
+    if layout:
+        details.append(("layout", layout))
+    align = next((t for t in tokens if re.fullmatch(r"align\d+", t)), None)
+    if align:
+        details.append(("alignment", align[5:] + " elements"))
+    epilogue = next((t for t in tokens if t in ("relu", "gelu", "bias", "silu")), None)
+    if epilogue:
+        details.append(("epilogue", f"{epilogue} in the epilogue"))
+    ops = ("mm",) + ((epilogue,) if epilogue else ())
+    return KernelName(name, core, "CUTLASS", "gemm" in rest or "gemv" in rest, ops, tuple(details))
+
+
+def _cublas_arch_named(name: str, core: str) -> KernelName | None:
+    # ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn, volta_sgemm_128x64_nn, ...
+    m = re.match(r"(maxwell|pascal|volta|turing|ampere|ada|hopper)_(.*)$", core)
+    if not m or not is_gemm(core):
+        return None
+    sm = ARCH_BY_FAMILY[m.group(1)]
+    tokens = m.group(2).split("_")
+    details: list[tuple[str, str]] = [("arch", arch_label(sm))]
+    dtype = next((DTYPES[t] for t in tokens if t in DTYPES and t not in ("s", "h")), None)
+    if dtype is None:
+        lead = next((t for t in tokens if t.endswith("gemm")), "")
+        dtype = {"s": "fp32", "h": "fp16", "d": "fp64"}.get(lead[:1]) if lead in ("sgemm", "hgemm", "dgemm") else None
+    if dtype:
+        details.append(("dtype", dtype))
+    tiles = [t for t in tokens if re.fullmatch(r"\d+x\d+", t)]
+    if tiles:
+        details.append(("tile", tiles[0]))
+    if "stages" in tokens and len(tiles) >= 2:
+        k, stages = tiles[1].split("x")
+        details.append(("k-block", f"{k} x {stages} stages"))
+    layout = tokens[-1] if re.fullmatch(r"[tn]{2}", tokens[-1]) else None
+    if layout:
+        details.append(("layout", layout))
+    return KernelName(name, core, "cuBLAS", True, ("mm",), tuple(details))
+
+
+def _xmma(name: str, core: str) -> KernelName | None:
+    # sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x32_stage4_warpsize2x2x1_tensor16x8x16_kernel
+    m = re.match(r"sm(\d+)_xmma_(\w+?)_(.*)$", core)
+    if not m:
+        return None
+    sm, op, rest = m.groups()
+    tokens = rest.split("_")
+    details: list[tuple[str, str]] = [("arch", arch_label(sm))]
+    types = next((t for t in tokens if re.fullmatch(r"(bf16|f16|f32|tf32|i8|e4m3|e5m2)+", t)), None)
+    if types:
+        details.append(("dtype", DTYPES.get(re.match(r"bf16|f16|f32|tf32|i8|e4m3|e5m2", types).group(0), types)))
+    tile = re.search(r"tilesize(\d+x\d+x\d+)", rest)
+    if tile:
+        details.append(("tile", tile.group(1)))
+    stage = re.search(r"stage(\d+)", rest)
+    if stage:
+        details.append(("stages", stage.group(1)))
+    layout = next((t for t in tokens if re.fullmatch(r"[tn]{2}", t)), None)
+    if layout:
+        details.append(("layout", layout))
+    gemm = "gemm" in op or "gemv" in op
+    return KernelName(name, core, "cuBLAS (xmma)", gemm, ("mm",) if gemm else (), tuple(details))
+
+
+def _cublas_helper(name: str, core: str) -> KernelName | None:
+    # A GEMM split along K writes partial sums that a second kernel adds up: one GEMM, two kernels.
+    if core.startswith("splitKreduce_kernel"):
+        return KernelName(name, "splitKreduce_kernel", "cuBLAS", False, ("split-K reduce",), (("role", "adds a split-K GEMM's partial sums"),))
+    return None
+
+
+def _liger(name: str, core: str) -> KernelName | None:
+    m = re.fullmatch(r"_(\w+?)(?:_(forward|backward|fwd|bwd))?_kernel", core)
+    if not m:
+        return None
+    op = next((o for o in sorted(LIGER_OPS, key=len, reverse=True) if m.group(1).startswith(o)), None)
+    if op is None:
+        return None
+    details: list[tuple[str, str]] = [("op", m.group(1))]
+    if m.group(2):
+        details.append(("pass", {"fwd": "forward", "bwd": "backward"}.get(m.group(2), m.group(2))))
+    return KernelName(name, core, "Liger-Kernel (Triton)", False, (op,), tuple(details))
+
+
+def _aten(name: str, core: str) -> KernelName | None:
+    if "at::native::" not in name and not core.startswith("at::"):
+        return None
+    base = _base_function(core)
+    op = next((op for pattern, op in ATEN_OPS if re.search(pattern, name)), None)
+    short = f"{base}<{op}>" if op else (base + ("<…>" if "<" in core else ""))
+    details = (("kernel", base),) + ((("op", op),) if op else ())
+    return KernelName(name, short, "ATen", False, (op,) if op else (), details)
+
+
+# --- helpers ---------------------------------------------------------------------------------------------------
+
+
+def split_fused_ops(text: str) -> tuple[str, ...]:
+    """`_unsafe_view_gelu_mul` -> ("_unsafe_view", "gelu", "mul"): underscores join words and separate ops."""
+    words: list[str] = []
+    leading = False
+    for token in text.split("_"):
+        if token == "":
+            leading = True  # a double underscore: the next op's name starts with "_"
+            continue
+        words.append(("_" if leading else "") + token)
+        leading = False
+    ops: list[str] = []
+    i = 0
+    while i < len(words):
+        for j in range(len(words), i, -1):
+            candidate = "_".join(words[i:j])
+            if j - i == 1 or candidate in MULTI_WORD_OPS:
+                ops.append(candidate)
+                i = j
+                break
+    return tuple(ops)
+
+
+def _strip_wrapper(name: str) -> str:
+    """`void cutlass::Kernel2<cutlass_80_...>(Params)` -> `cutlass_80_...`; `void f<...>(...)` -> `f<...>(...)`."""
+    core = name[5:] if name.startswith("void ") else name
+    m = re.match(r"(?:cutlass::)?(?:Kernel2?|device_kernel)<(\w+)", core)
+    if m:
+        return m.group(1)
+    return core
+
+
+def _base_function(core: str) -> str:
+    """The function's name without namespaces, template arguments or parameters."""
+    depth = 0
+    end = len(core)
+    for i, ch in enumerate(core):
+        if ch in "<(" and depth == 0:
+            end = i
+            break
+    head = core[:end]
+    head = re.sub(r"\(anonymous namespace\)::", "", head)
+    return head.split("::")[-1] or head
+
+
+def _shorten(name: str, limit: int = 80) -> str:
+    """Long C++ names lose their template arguments and parameters; short names stay as they are."""
+    if len(name) <= limit:
+        return name
+    core = name[5:] if name.startswith("void ") else name
+    base = _base_function(core)
+    return base + ("<…>" if "<" in core else "(…)")

@@ -1,0 +1,348 @@
+"""`trace-report`: print the post's tables for any torch.profiler trace, or diff two traces.
+
+    uv run trace-report traces/03_simple_mlp/64_128_768_3072_eager.json
+    uv run trace-report EAGER.json COMPILED.json          # kernels only in one, in both, step times
+    uv run trace-report TRACE.json --json                  # the same content, for programs
+
+For each active step (`ProfilerStep#N`): the GPU work in time order, each with the op that launched it,
+its duration and share of the step's GPU time; the runtime calls; the CPU ops that launched nothing.
+Then, across steps, one row per kernel (the post's "avg CUDA" table), what each kernel's name says, and
+a verdict: overhead-bound or compute-bound, with the numbers behind it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Sequence
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from common.cli import ArgumentParser
+from common.errors import exits_cleanly
+from common.kernel_names import decode
+from common.traces import Step, Trace, TraceDiff, diff, read_trace
+
+DEFAULT_STEPS = 3
+DEFAULT_ROWS = 40
+
+
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(
+        prog="trace-report",
+        description="Read a torch.profiler Chrome trace (.json or .json.gz): kernels per step, the ops that "
+        "launched them, per-kernel stats, a verdict; with two traces, a diff of their kernels.",
+    )
+    parser.add_argument("trace", help="a Chrome trace written by torch.profiler (.json or .json.gz)")
+    parser.add_argument("other", nargs="?", help="a second trace: print what differs (e.g. eager vs --compile)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
+    parser.add_argument("--full-names", action="store_true", help="show kernel names whole, not shortened")
+    parser.add_argument(
+        "--steps",
+        type=_steps_flag,
+        default=DEFAULT_STEPS,
+        help=f"how many steps to print one by one: a number or 'all' (default: {DEFAULT_STEPS})",
+    )
+    parser.add_argument(
+        "--rows",
+        type=_rows_flag,
+        default=DEFAULT_ROWS,
+        help=f"rows per table; 0 for all (default: {DEFAULT_ROWS})",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return exits_cleanly(_main)(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    first = read_trace(args.trace)
+    second = read_trace(args.other) if args.other else None
+    rows = None if args.rows == 0 else args.rows
+    try:
+        if args.json:
+            if second is None:
+                payload = first.to_dict()
+            else:
+                payload = {"traces": [first.to_dict(), second.to_dict()], "diff": diff(first, second).to_dict()}
+            json.dump(payload, sys.stdout, indent=1, ensure_ascii=False)
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            return 0
+        console = Console(highlight=False, width=_width())
+        if second is None:
+            print_report(first, console, full_names=args.full_names, steps=args.steps, rows=rows)
+        else:
+            print_diff(diff(first, second), console, full_names=args.full_names, rows=rows)
+    except BrokenPipeError:  # `trace-report ... | head`: the reader left; that is fine
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
+# --- one trace -----------------------------------------------------------------------------------------------
+
+
+def print_report(
+    trace: Trace, console: Console, *, full_names: bool = False, steps: int | None = DEFAULT_STEPS, rows: int | None = DEFAULT_ROWS
+) -> None:
+    print_header(trace, console)
+    shown = trace.steps if steps is None else trace.steps[:steps]
+    for step in shown:
+        if trace.has_gpu:
+            print_gpu_step(step, console, full_names=full_names, rows=rows)
+        else:
+            print_cpu_step(step, console, rows=rows)
+    if len(shown) < len(trace.steps):
+        console.print(f"[dim]… {len(trace.steps) - len(shown)} more steps (--steps all to print them)[/dim]")
+    if trace.has_gpu:
+        print_kernel_stats(trace, console, full_names=full_names, rows=rows)
+        print_decoded(trace, console, full_names=full_names, rows=rows)
+    print_verdict(trace, console)
+
+
+def print_header(trace: Trace, console: Console) -> None:
+    where = trace.device or "no GPU in the trace"
+    if trace.from_profiler_steps:
+        names = [s.name for s in trace.steps]
+        span = names[0] if len(names) == 1 else f"{names[0]} … {names[-1]}"
+        steps = f"{len(names)} active step{'s' if len(names) != 1 else ''} ({span})"
+    else:
+        steps = "one step: the whole trace"
+    console.print(f"[bold]{escape(trace.name)}[/bold] · {escape(where)} · {escape(steps)}")
+    for note in trace.notes:
+        console.print(f"[yellow]note:[/yellow] {escape(note)}")
+
+
+def print_gpu_step(step: Step, console: Console, *, full_names: bool, rows: int | None) -> None:
+    kernels = step.kernels
+    others = _kind_counts(w.kind for w in step.gpu if w.kind != "kernel")
+    title = (
+        f"{step.name} · CPU {step.dur:,.1f} µs"
+        + (f" ({step.sync_us:,.1f} of them waiting in synchronize)" if step.sync_us else "")
+        + f" · GPU busy {step.gpu_busy_us:,.1f} µs · {len(kernels)} kernel{'s' if len(kernels) != 1 else ''}"
+        + f" ({len(step.gemms)} GEMM{'s' if len(step.gemms) != 1 else ''})"
+        + (f" + {others}" if others else "")
+    )
+    console.print(f"[bold]{escape(title)}[/bold]")
+    table = Table()
+    table.add_column("#", justify="right", style="dim")
+    table.add_column("kind")
+    table.add_column("GPU work", overflow="fold")
+    table.add_column("launched by", overflow="fold")
+    table.add_column("µs", justify="right")
+    table.add_column("share", justify="right")
+    total = step.gpu_time_us
+    for i, work in enumerate(_head(step.gpu, rows), 1):
+        name = work.name if full_names else work.short_name
+        share = f"{work.dur / total:.0%}" if total else "-"
+        table.add_row(str(i), work.kind, escape(name), escape(work.launched_by or "-"), f"{work.dur:,.1f}", share)
+    console.print(table)
+    _more(console, step.gpu, rows, "GPU work items")
+    calls = step.launch_counts()
+    if calls:
+        totals: dict[str, float] = {}
+        for call in step.runtime:
+            totals[call.name] = totals.get(call.name, 0.0) + call.dur
+        text = ", ".join(f"{name} ×{n} ({totals[name]:,.1f} µs)" for name, n in calls.items())
+        console.print(f"  runtime calls: {escape(text)}")
+    idle = step.idle_ops()
+    if idle:
+        text = ", ".join(f"{name} ×{n}" if n > 1 else name for name, n in idle.items())
+        console.print(f"  launched nothing (0 µs on the GPU): {escape(text)}")
+    console.print()
+
+
+def print_cpu_step(step: Step, console: Console, *, rows: int | None) -> None:
+    """No GPU lane: the CPU ops are all there is to read, as in the harness's CPU runs."""
+    ops: dict[str, list[float]] = {}
+    for op in step.ops:
+        if op.is_label:
+            continue
+        row = ops.setdefault(op.name, [0, 0.0, 0.0])
+        row[0] += 1
+        row[1] += op.dur
+        row[2] += op.self_us
+    labels = step.op_names(labels=True)
+    title = f"{step.name} · CPU {step.dur:,.1f} µs · {sum(r[0] for r in ops.values())} CPU ops"
+    if labels:
+        title += " · labels: " + ", ".join(f"{n} ×{c}" if c > 1 else n for n, c in labels.items())
+    console.print(f"[bold]{escape(title)}[/bold]")
+    table = Table()
+    table.add_column("CPU op", overflow="fold")
+    table.add_column("calls", justify="right")
+    table.add_column("CPU µs", justify="right")
+    table.add_column("self µs", justify="right")
+    ordered = sorted(ops.items(), key=lambda item: item[1][1], reverse=True)
+    for name, (count, total, self_us) in _head(ordered, rows):
+        table.add_row(escape(name), str(count), f"{total:,.1f}", f"{self_us:,.1f}")
+    console.print(table)
+    _more(console, ordered, rows, "ops")
+    console.print()
+
+
+def print_kernel_stats(trace: Trace, console: Console, *, full_names: bool, rows: int | None) -> None:
+    stats = trace.kernel_stats()
+    n = len(trace.steps)
+    grand = sum(s.total_us for s in stats)
+    console.print(f"[bold]GPU work across {n} step{'s' if n != 1 else ''}[/bold] (the post's avg CUDA table)")
+    shown = [s.name if full_names else s.short_name for s in stats]
+    table = Table()
+    table.add_column("GPU work", overflow="fold", min_width=_name_width(shown))
+    table.add_column("kind")
+    table.add_column("launched by", overflow="fold")
+    table.add_column("count", justify="right")
+    table.add_column("per step", justify="right")
+    table.add_column("avg µs", justify="right")
+    table.add_column("min µs", justify="right")
+    table.add_column("max µs", justify="right")
+    table.add_column("share", justify="right")
+    for s in _head(sorted(stats, key=lambda s: s.total_us, reverse=True), rows):
+        table.add_row(
+            escape(s.name if full_names else s.short_name),
+            s.kind,
+            escape(s.launched_by or "-"),
+            str(s.count),
+            _per_step(s.count / n),
+            f"{s.avg_us:,.1f}",
+            f"{s.min_us:,.1f}",
+            f"{s.max_us:,.1f}",
+            f"{s.total_us / grand:.0%}" if grand else "-",
+        )
+    console.print(table)
+    _more(console, stats, rows, "names")
+    console.print()
+
+
+def print_decoded(trace: Trace, console: Console, *, full_names: bool, rows: int | None) -> None:
+    names = [s.name for s in trace.kernel_stats() if s.kind == "kernel" and decode(s.name).describe()]
+    if not names:
+        return
+    console.print("[bold]What the kernel names say[/bold]")
+    table = Table()
+    table.add_column("kernel", overflow="fold")
+    table.add_column("decoded", overflow="fold")
+    for name in _head(names, rows):
+        table.add_row(escape(name if full_names else decode(name).short), escape(decode(name).describe()))
+    console.print(table)
+    _more(console, names, rows, "names")
+    console.print()
+
+
+def print_verdict(trace: Trace, console: Console) -> None:
+    v = trace.verdict()
+    style = {"overhead-bound": "yellow", "compute-bound": "green"}.get(v.kind, "dim")
+    kind, _, rest = v.summary.partition(": ")
+    console.print(f"[bold]verdict:[/bold] [{style}]{kind}[/{style}]: {escape(rest)}")
+
+
+# --- two traces ----------------------------------------------------------------------------------------------
+
+
+def print_diff(d: TraceDiff, console: Console, *, full_names: bool, rows: int | None) -> None:
+    a, b = d.first, d.second
+    print_header(a, console)
+    print_header(b, console)
+    per_a, per_b = a.kernel_names(), b.kernel_names()
+    console.print(f"[bold]kernels: {escape(a.name)} (A) vs {escape(b.name)} (B)[/bold]")
+    table = Table()
+    table.add_column("where")
+    table.add_column("kernel", overflow="fold")
+    table.add_column("A per step", justify="right")
+    table.add_column("B per step", justify="right")
+    listed = [("only in A", n) for n in d.only_in_first] + [("only in B", n) for n in d.only_in_second]
+    listed += [("in both, same name", n) for n in d.in_both]
+    for where, name in _head(listed, rows):
+        style = {"only in A": "red", "only in B": "green"}.get(where, "")
+        table.add_row(
+            f"[{style}]{where}[/{style}]" if style else where,
+            escape(name if full_names else decode(name).short),
+            _per_step(per_a.get(name, 0.0)),
+            _per_step(per_b.get(name, 0.0)),
+        )
+    console.print(table)
+    _more(console, listed, rows, "kernels")
+    if not a.has_gpu or not b.has_gpu:
+        console.print("[yellow]note:[/yellow] a trace without GPU work has no kernels to compare")
+    console.print(
+        f"byte-identical kernel names in both: {len(d.in_both)}; only in A: {len(d.only_in_first)}; "
+        f"only in B: {len(d.only_in_second)}"
+    )
+    for label, trace in (("A", a), ("B", b)):
+        n = len(trace.steps)
+        cpu = sum(s.cpu_us for s in trace.steps) / n
+        line = f"step time {label}: CPU {cpu:,.1f} µs per step"
+        if trace.has_gpu:
+            line += f", GPU busy {sum(s.gpu_busy_us for s in trace.steps) / n:,.1f} µs per step"
+            line += f", {sum(len(s.kernels) for s in trace.steps) / n:g} kernels per step"
+        console.print(line)
+    for label, trace in (("A", a), ("B", b)):
+        console.print(f"verdict {label}: {escape(trace.verdict().summary)}")
+
+
+# --- small helpers -------------------------------------------------------------------------------------------
+
+
+def _kind_counts(kinds) -> str:
+    counts: dict[str, int] = {}
+    for kind in kinds:
+        counts[kind] = counts.get(kind, 0) + 1
+    return ", ".join(f"{n} {kind}{'s' if n != 1 else ''}" for kind, n in counts.items())
+
+
+def _head(items, rows: int | None):
+    return items if rows is None else items[:rows]
+
+
+def _more(console: Console, items, rows: int | None, what: str) -> None:
+    if rows is not None and len(items) > rows:
+        console.print(f"[dim]… {len(items) - rows} more {what} (--rows 0 for all)[/dim]")
+
+
+def _name_width(names: Sequence[str], cap: int = 60) -> int:
+    """Wide enough for the names up to `cap` columns: the numbers may wrap, the names should not."""
+    return min(cap, max((len(n) for n in names), default=10))
+
+
+def _per_step(value: float) -> str:
+    return f"{value:g}" if value == int(value) else f"{value:.2f}"
+
+
+def _steps_flag(text: str) -> int | None:
+    if text == "all":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise _arg_error(f"expected a number or 'all', got {text!r}") from None
+    if value < 0:
+        raise _arg_error(f"expected a number of steps (0 or more), got {value}")
+    return value
+
+
+def _rows_flag(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise _arg_error(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise _arg_error(f"expected 0 (all) or more, got {value}")
+    return value
+
+
+def _arg_error(message: str) -> Exception:
+    return argparse.ArgumentTypeError(message)
+
+
+def _width() -> int | None:
+    """A terminal's own width; 120 columns when piped, so kernel names do not fold at 80."""
+    return None if sys.stdout.isatty() or "COLUMNS" in os.environ else 120
+
+
+if __name__ == "__main__":
+    sys.exit(main())
