@@ -1,0 +1,30 @@
+"""Lesson 2: `nn.Linear` with a bias: the same math as lesson 1, in one call.
+
+`nn.Linear` computes `x @ W.T + b`. Under it, `aten::linear` transposes the weight (`aten::t`, a view:
+it launches nothing) and calls `aten::addmm`, which hands cuBLAS the bias so the add happens in the GEMM's
+epilogue: one kernel where lesson 1 had two.
+
+    uv run 02_linear.py --batch 1024 --in_dim 32 --out_dim 64
+    uv run 02_linear.py --batch 1024 --in_dim 32 --out_dim 64 --compile
+"""
+
+import torch
+from torch import nn
+
+from common.lesson import run_lesson
+
+
+def build(args, device, dtype):
+    linear = nn.Linear(args.in_dim, args.out_dim, bias=True).to(device, dtype)
+    x = torch.randn(args.batch, args.in_dim, device=device, dtype=dtype)
+    return linear, (x,)
+
+
+if __name__ == "__main__":
+    run_lesson(
+        script=__file__,
+        label="linear_fwd",
+        sizes={"batch": 1024, "in_dim": 32, "out_dim": 64},
+        build=build,
+        description=__doc__,
+    )

@@ -1,0 +1,51 @@
+"""The flags every lesson shares, checked so that bad input costs one line, not a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from common.errors import EXIT_USAGE
+
+DTYPE_NAMES = ("bf16", "fp16", "fp32")
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, but an error is one line on stderr (argparse prints the usage block first)."""
+
+    def error(self, message: str):  # noqa: D401 - argparse API
+        print(f"{self.prog}: error: {message} (see --help)", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def positive_int(text: str) -> int:
+    """A size: a whole number above zero."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {value}")
+    return value
+
+
+def add_common_flags(parser: argparse.ArgumentParser) -> None:
+    """`--compile`, `--dtype`, `--device`, `--trace_dir`: the post's flags plus the two that pick hardware."""
+    parser.add_argument("--compile", action="store_true", help="wrap the forward in torch.compile (Inductor)")
+    parser.add_argument(
+        "--dtype",
+        choices=DTYPE_NAMES,
+        default=None,
+        help="data type (default: bf16 on a GPU as in the post, fp32 on CPU)",
+    )
+    parser.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default=None,
+        help="where to run (default: cuda when a GPU is visible, else cpu)",
+    )
+    parser.add_argument(
+        "--trace_dir",
+        default="traces",
+        help="folder for traces; each script writes into its own subfolder (default: traces)",
+    )

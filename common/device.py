@@ -1,0 +1,40 @@
+"""Device and dtype choice: the post ran bf16 on an A100; without a GPU we fall back to fp32 on the CPU."""
+
+from __future__ import annotations
+
+import torch
+
+from common.errors import UsageError
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+def pick_device(name: str | None = None) -> torch.device:
+    """`cuda` when a GPU is visible (or asked for), else `cpu`."""
+    if name is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda was asked for, but PyTorch sees no CUDA GPU on this machine")
+    if name not in ("cpu", "cuda"):
+        raise UsageError(f"unknown device {name!r}: use cpu or cuda")
+    return torch.device(name)
+
+
+def pick_dtype(name: str | None, device: torch.device) -> torch.dtype:
+    """bf16 on a GPU (the post's choice), fp32 on CPU (bf16 matmuls there are slow and unrepresentative)."""
+    if name is None:
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    try:
+        return DTYPES[name]
+    except KeyError:
+        raise UsageError(f"unknown dtype {name!r}: use one of {', '.join(DTYPES)}") from None
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return {v: k for k, v in DTYPES.items()}[dtype]
+
+
+def describe_device(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"{torch.cuda.get_device_name(device)} (torch {torch.__version__}, CUDA {torch.version.cuda})"
+    return f"CPU (torch {torch.__version__})"

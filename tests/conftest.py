@@ -1,0 +1,45 @@
+"""Shared test helpers: run a script as a user does, and the GPU marker."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+if str(ROOT) not in sys.path:  # lessons are importable by name: importlib.import_module("03_simple_mlp")
+    sys.path.insert(0, str(ROOT))
+
+requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def run_script(script: str, *args: str, env: dict | None = None, timeout: float = 600, cwd: Path = ROOT):
+    """Run `python <script> <args>` from the repo root, as `uv run <script>` would."""
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "160", **(env or {})}
+    return subprocess.run(
+        [sys.executable, str(ROOT / script) if script.endswith(".py") else script, *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def load_trace(path: Path) -> dict:
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return json.load(f)
+
+
+def stderr_lines(result) -> list[str]:
+    """The lines a user reads on stderr, without Kineto's own chatter."""
+    return [line for line in result.stderr.splitlines() if line.strip() and not line.startswith(("USDT:", "STAGE:"))]
