@@ -193,25 +193,21 @@ def print_kernel_stats(trace: Trace, console: Console, *, full_names: bool, rows
     console.print(f"[bold]GPU work across {n} step{'s' if n != 1 else ''}[/bold] (the post's avg CUDA table)")
     shown = [s.name if full_names else s.short_name for s in stats]
     table = Table()
-    table.add_column("GPU work", overflow="fold", min_width=_name_width(shown))
-    table.add_column("kind")
-    table.add_column("launched by", overflow="fold")
-    table.add_column("count", justify="right")
-    table.add_column("per step", justify="right")
+    table.add_column("GPU work", overflow="fold", min_width=_name_width(shown, console.width - 66))
+    table.add_column("launched by", overflow="fold", max_width=20)
+    table.add_column("calls", justify="right")
+    table.add_column("/step", justify="right")
     table.add_column("avg µs", justify="right")
-    table.add_column("min µs", justify="right")
-    table.add_column("max µs", justify="right")
+    table.add_column("min–max", justify="right")
     table.add_column("share", justify="right")
     for s in _head(sorted(stats, key=lambda s: s.total_us, reverse=True), rows):
         table.add_row(
             escape(s.name if full_names else s.short_name),
-            s.kind,
             escape(s.launched_by or "-"),
             str(s.count),
             _per_step(s.count / n),
             f"{s.avg_us:,.1f}",
-            f"{s.min_us:,.1f}",
-            f"{s.max_us:,.1f}",
+            f"{s.min_us:,.1f}–{s.max_us:,.1f}",
             f"{s.total_us / grand:.0%}" if grand else "-",
         )
     console.print(table)
@@ -304,9 +300,9 @@ def _more(console: Console, items, rows: int | None, what: str) -> None:
         console.print(f"[dim]… {len(items) - rows} more {what} (--rows 0 for all)[/dim]")
 
 
-def _name_width(names: Sequence[str], cap: int = 60) -> int:
-    """Wide enough for the names up to `cap` columns: the numbers may wrap, the names should not."""
-    return min(cap, max((len(n) for n in names), default=10))
+def _name_width(names: Sequence[str], room: int) -> int:
+    """As wide as the longest name when the terminal has room: a folded kernel name is hard to read."""
+    return max(12, min(room, max((len(n) for n in names), default=12)))
 
 
 def _per_step(value: float) -> str:

@@ -272,7 +272,7 @@ class Trace:
 def read_trace(path: str | Path) -> Trace:
     """Read a torch.profiler Chrome trace (.json or .json.gz); bad input raises UsageError, one line."""
     path = Path(path)
-    collector = _Collector()
+    collector = _Collector(path)
     with _open_text(path) as text:
         source = _TraceSource(text, path)
         try:
@@ -451,7 +451,8 @@ class _TraceSource:
 class _Collector:
     """Keeps the few fields we use from each event; names are interned (kernels repeat a lot)."""
 
-    def __init__(self):
+    def __init__(self, path: Path):
+        self.path = path
         self.events = 0
         self.timed = 0
         self.names: dict[str, str] = {}
@@ -464,7 +465,7 @@ class _Collector:
 
     def add(self, ev: Any) -> None:
         if type(ev) is not dict:
-            raise UsageError("traceEvents holds something that is not an event object: not a Chrome trace")
+            raise UsageError(f"{self.path}: traceEvents holds {type(ev).__name__} values, not event objects: not a Chrome trace")
         self.events += 1
         ph = ev.get("ph")
         if ph == "X":

@@ -1,0 +1,245 @@
+"""Guess first, then look: expectations checked against real H200 traces and CPU traces made here."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from common import expect as ex
+from common.traces import read_trace
+from profiled_traces import profile_cpu_mlp
+
+H200 = Path(__file__).parent / "fixtures" / "h200"
+EAGER, COMPILED, LINEAR = H200 / "mlp_eager.json.gz", H200 / "mlp_compile.json.gz", H200 / "linear_eager.json.gz"
+
+
+@pytest.fixture(scope="module")
+def eager():
+    return read_trace(EAGER)
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    return read_trace(COMPILED)
+
+
+@pytest.fixture(scope="module")
+def linear():
+    return read_trace(LINEAR)
+
+
+@pytest.fixture(scope="module")
+def cpu_trace(tmp_path_factory):
+    return profile_cpu_mlp(tmp_path_factory.mktemp("cpu") / "64_eager_cpu.json")
+
+
+def console() -> Console:
+    return Console(file=io.StringIO(), width=300, highlight=False)
+
+
+def edited(source: Path, dest: Path, edit) -> Path:
+    """A copy of a fixture trace with its events changed by `edit(events)`."""
+    with gzip.open(source, "rt") as f:
+        data = json.load(f)
+    edit(data["traceEvents"])
+    dest.write_text(json.dumps(data))
+    return dest
+
+
+# --- the post's expectations hold on its traces --------------------------------------------------------------
+
+
+def test_eager_mlp_expectations_hold(eager):
+    for expectation in [
+        ex.kernels_per_step(5),
+        ex.gemms_per_step(3),
+        ex.gemms_launched_by("aten::mm"),
+        ex.launches_nothing("aten::t"),
+        ex.label_recorded("mlp_fwd", times=3),
+    ]:
+        outcome = expectation.check(eager)
+        assert outcome.ok, (expectation.text, outcome.evidence)
+    evidence = ex.kernels_per_step(5).check(eager).evidence
+    assert "vectorized_elementwise_kernel<gelu>" in evidence and "2 memsets" in evidence
+
+
+def test_compiled_mlp_expectations_hold(compiled):
+    for expectation in [
+        ex.kernels_per_step(4),
+        ex.gemms_per_step(3),
+        ex.gemms_launched_by("aten::mm"),
+        ex.no_separate_kernel_for("gelu", "mul"),
+        ex.fused_pointwise_kernel("gelu", "mul"),
+        ex.same_gemm_kernels_as(EAGER, what="the eager MLP"),
+    ]:
+        outcome = expectation.check(compiled)
+        assert outcome.ok, (expectation.text, outcome.evidence)
+    assert "triton_poi_fused__unsafe_view_gelu_mul_0" in ex.fused_pointwise_kernel("gelu", "mul").check(compiled).evidence
+
+
+def test_linear_expectations_hold(linear):
+    for expectation in [
+        ex.kernels_per_step(1),
+        ex.gemms_launched_by("aten::addmm"),
+        ex.bias_in_gemm_epilogue(),
+        ex.launches_nothing("aten::t"),
+    ]:
+        outcome = expectation.check(linear)
+        assert outcome.ok, (expectation.text, outcome.evidence)
+    assert "_bias_" in ex.bias_in_gemm_epilogue().check(linear).evidence
+
+
+# --- wrong guesses are ✗, with the reason when we know it ----------------------------------------------------
+
+
+def test_wrong_counts_fail(eager, compiled):
+    assert ex.kernels_per_step(4).check(eager).ok is False
+    assert ex.kernels_per_step(5).check(compiled).ok is False
+    assert ex.gemms_launched_by("aten::addmm").check(eager).ok is False
+
+
+def test_fusion_expectations_fail_on_an_eager_trace_and_say_why(eager):
+    for expectation in (ex.fused_pointwise_kernel("gelu", "mul"), ex.no_separate_kernel_for("gelu", "mul")):
+        outcome = expectation.check(eager)
+        assert outcome.ok is False and outcome.reason == ex.LOOKS_EAGER
+
+
+def test_a_compiled_graph_has_no_aten_t(compiled):
+    outcome = ex.launches_nothing("aten::t").check(compiled)
+    assert outcome.ok is False and outcome.reason == ex.COMPILED_NO_VIEW_OPS
+
+
+def test_hopper_launches_differ_from_the_posts_a100(linear, tmp_path):
+    outcome = ex.runtime_calls_per_gemm().check(linear)
+    assert outcome.ok is False and outcome.reason == ex.HOPPER_LAUNCH
+    assert "cuLaunchKernelEx" in outcome.evidence
+
+    def like_a100(events):
+        for event in list(events):
+            if event.get("name") == "cuLaunchKernelEx":
+                event["name"], event["cat"] = "cudaLaunchKernel", "cuda_runtime"
+                query = dict(event, name=ex.OCCUPANCY_QUERY, ts=event["ts"] - 2.0, dur=1.0, args={"correlation": -1})
+                events.append(query)
+            if event.get("cat") == "kernel":
+                event["name"] = "ampere_bf16_s16816gemm_bf16_64x64_ldg8_f2f_stages_64x5_tn"
+
+    a100 = read_trace(edited(LINEAR, tmp_path / "a100.json", like_a100))
+    assert ex.runtime_calls_per_gemm().check(a100).ok is True
+
+
+def test_bias_outside_the_epilogue_is_two_kernels(tmp_path):
+    def bias_copied_first(events):
+        gemm = next(e for e in events if e.get("cat") == "kernel")
+        launch = next(e for e in events if e.get("name") == "cuLaunchKernelEx" and e["args"]["correlation"] == gemm["args"]["correlation"])
+        gemm["name"] = "ampere_bf16_s16816gemm_bf16_64x64_ldg8_f2f_stages_64x5_tn"
+        for e in events:  # every step's GEMM loses its _bias_
+            if e.get("cat") == "kernel":
+                e["name"] = gemm["name"]
+        for e in [e for e in events if e.get("name") == "cuLaunchKernelEx"]:
+            corr = e["args"]["correlation"] + 100_000
+            events.append(dict(e, name="cudaLaunchKernel", ts=e["ts"] - 3.0, dur=2.0, args={"correlation": corr}))
+            kernel = next(k for k in events if k.get("cat") == "kernel" and k["args"]["correlation"] == e["args"]["correlation"])
+            copy = "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)>()"
+            events.append(dict(kernel, name=copy, ts=kernel["ts"] - 2.0, dur=1.5, args={"correlation": corr}))
+        assert launch
+
+    trace = read_trace(edited(LINEAR, tmp_path / "bias_copy.json", bias_copied_first))
+    outcome = ex.bias_in_gemm_epilogue().check(trace)
+    assert outcome.ok is False and outcome.reason == ex.NO_LT_EPILOGUE
+    assert "2 kernels each" in outcome.evidence
+    assert ex.kernels_per_step(1).check(trace).ok is False
+
+
+def test_geglu_kernel(compiled, tmp_path):
+    assert ex.geglu_kernel().check(compiled).ok is False
+
+    def liger(events):
+        for event in events:
+            if str(event.get("name", "")).startswith("triton_poi_fused"):
+                event["name"] = "_geglu_tanh_forward_kernel"
+
+    trace = read_trace(edited(COMPILED, tmp_path / "liger.json", liger))
+    outcome = ex.geglu_kernel().check(trace)
+    assert outcome.ok is True and "_geglu_tanh_forward_kernel" in outcome.evidence
+    assert ex.gemms_per_step(3).check(trace).ok is True
+
+
+# --- the eager twin of a compiled trace ----------------------------------------------------------------------
+
+
+def test_eager_twin_follows_the_harness_file_names():
+    assert ex.eager_twin(Path("t/64_128_768_3072_compile.json")) == Path("t/64_128_768_3072_eager.json")
+    assert ex.eager_twin(Path("t/1024_32_64_compile_fp32.json")) == Path("t/1024_32_64_eager_fp32.json")
+
+
+def test_same_gemms_as_eager_is_skipped_without_the_eager_trace(tmp_path):
+    shutil.copy(COMPILED, tmp_path / "64_compile.json.gz")
+    out = console()
+    failed = ex.check_trace([ex.same_gemm_kernels_as_eager()], tmp_path / "64_compile.json.gz", "cuda", console=out)
+    assert failed == 0
+    text = out.file.getvalue()
+    assert "–" in text and "skipped" in text and "run without --compile first" in text
+
+
+def test_same_gemms_as_eager_with_the_eager_trace_next_to_it(tmp_path):
+    shutil.copy(COMPILED, tmp_path / "64_compile.json.gz")
+    shutil.copy(EAGER, tmp_path / "64_eager.json.gz")
+    outcome = ex.same_gemm_kernels_as_eager().check(read_trace(tmp_path / "64_compile.json.gz"))
+    assert outcome.ok is True and "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT ×2" in outcome.evidence
+
+
+def test_same_gemms_as_eager_fails_when_they_differ(tmp_path):
+    shutil.copy(COMPILED, tmp_path / "64_compile.json.gz")
+    shutil.copy(LINEAR, tmp_path / "64_eager.json.gz")
+    outcome = ex.same_gemm_kernels_as_eager().check(read_trace(tmp_path / "64_compile.json.gz"))
+    assert outcome.ok is False
+    assert "only in 64_eager.json.gz: nvjet_sm90_tst_64x8_64x16_1x2_h_bz_bias_TNT" in outcome.evidence
+
+
+# --- CPU: the expectations speak of ops ----------------------------------------------------------------------
+
+
+def test_cpu_expectations(cpu_trace):
+    trace = read_trace(cpu_trace)
+    assert ex.cpu_op_runs("aten::mm", per_step=3).check(trace).ok is True
+    assert ex.cpu_op_runs("aten::gelu", per_step=1).check(trace).ok is True
+    assert ex.cpu_op_runs("aten::mul").check(trace).ok is True
+    assert ex.label_recorded("mlp_fwd", times=3).check(trace).ok is True
+    assert ex.cpu_op_runs("aten::mm", per_step=2).check(trace).ok is False
+    assert ex.cpu_op_runs("aten::addmm").check(trace).ok is False
+    outcome = ex.no_cpu_op("aten::gelu", "aten::mul").check(trace)
+    assert outcome.ok is False and outcome.reason == ex.NOT_COMPILED
+
+
+def test_gpu_expectations_on_a_cpu_trace_fail_and_say_why(cpu_trace):
+    trace = read_trace(cpu_trace)
+    for expectation in (ex.kernels_per_step(5), ex.fused_pointwise_kernel("gelu", "mul"), ex.bias_in_gemm_epilogue()):
+        outcome = expectation.check(trace)
+        assert outcome.ok is False and outcome.reason == ex.NO_GPU
+
+
+# --- what the harness calls ----------------------------------------------------------------------------------
+
+
+def test_announce_prints_the_guesses_first():
+    out = console()
+    ex.announce([ex.kernels_per_step(5), ex.fused_pointwise_kernel("gelu", "mul")], console=out)
+    text = out.file.getvalue()
+    assert text.index("What we expect to see") < text.index("5 kernels per step") < text.index("gelu and mul")
+
+
+def test_check_trace_prints_marks_evidence_and_known_reasons():
+    out = console()
+    expectations = [ex.kernels_per_step(5), ex.gemms_per_step(3), ex.runtime_calls_per_gemm(), ex.kernels_per_step(7)]
+    failed = ex.check_trace(expectations, EAGER, "cuda", console=out)
+    assert failed == 2
+    text = out.file.getvalue()
+    assert text.count("✓") == 2 and text.count("✗") == 2
+    assert "known reason: on Hopper (sm90)" in text
+    assert "5 in each of 3 steps" in text

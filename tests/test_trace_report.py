@@ -1,0 +1,168 @@
+"""`trace-report` as a user runs it: a subprocess, its stdout, its stderr and its exit code."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from common.trace_report import main
+from profiled_traces import profile_cpu_mlp
+
+ROOT = Path(__file__).resolve().parent.parent
+H200 = ROOT / "tests" / "fixtures" / "h200"
+EAGER, COMPILED, LINEAR = H200 / "mlp_eager.json.gz", H200 / "mlp_compile.json.gz", H200 / "linear_eager.json.gz"
+
+
+def trace_report(*args: str | Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COLUMNS": "160"}
+    return subprocess.run(
+        [sys.executable, "-m", "common.trace_report", *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+
+
+@pytest.fixture(scope="module")
+def cpu_trace(tmp_path_factory):
+    return profile_cpu_mlp(tmp_path_factory.mktemp("cpu") / "mlp_cpu.json")
+
+
+def test_report_on_the_eager_mlp():
+    run = trace_report(EAGER)
+    assert run.returncode == 0, run.stderr
+    out = run.stdout
+    assert "NVIDIA H200" in out
+    assert out.count("5 kernels (3 GEMMs)") == 3  # one title per step
+    assert "vectorized_elementwise_kernel<gelu>" in out and "aten::gelu" in out
+    assert "launched nothing (0 µs on the GPU): aten::t ×3" in out
+    assert "cuLaunchKernelEx ×3" in out
+    assert "avg CUDA" in out and "tile 256x128" in out
+    assert "verdict: compute-bound" in out
+    assert "Gelu" not in out  # the 300-character ATen name stays out of the table by default
+
+
+def test_full_names_on_request():
+    run = trace_report(EAGER, "--full-names", "--steps", "1")
+    assert run.returncode == 0, run.stderr
+    assert "GeluCUDAKernelImpl" in run.stdout
+
+
+def test_report_on_the_linear_says_overhead_bound_and_shows_the_bias_epilogue():
+    run = trace_report(LINEAR)
+    assert run.returncode == 0, run.stderr
+    assert "nvjet_sm90_tst_64x8_64x16_1x2_h_bz_bias_TNT" in run.stdout
+    assert "bias in the epilogue" in run.stdout and "aten::addmm" in run.stdout
+    assert "verdict: overhead-bound" in run.stdout
+
+
+def test_diff_of_eager_and_compiled():
+    run = trace_report(EAGER, COMPILED)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    rows = [line for line in lines if line.startswith("│")]
+    only_b = [line for line in rows if "only in B" in line]
+    assert len(only_b) == 1 and "triton_poi_fused__unsafe_view_gelu_mul_0" in only_b[0]
+    assert sum("only in A" in line for line in rows) == 2
+    assert sum("in both, same name" in line and "nvjet_sm90" in line for line in rows) == 2
+    assert "byte-identical kernel names in both: 2; only in A: 2; only in B: 1" in run.stdout
+    assert "step time A:" in run.stdout and "step time B:" in run.stdout
+
+
+def test_json_of_one_trace():
+    run = trace_report(EAGER, "--json")
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert [s["name"] for s in report["steps"]] == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
+    gpu = report["steps"][0]["gpu"]
+    assert {"kind", "name", "launched_by", "dur_us"} <= set(gpu[0])
+    kernels = [g for g in gpu if g["kind"] == "kernel"]
+    assert len(kernels) == 5 and [g["kind"] for g in gpu].count("memset") == 2
+    assert {g["launched_by"] for g in kernels} == {"aten::mm", "aten::gelu", "aten::mul"}
+    assert all(g["dur_us"] > 0 for g in gpu)
+    assert report["verdict"]["kind"] == "compute-bound"
+
+
+def test_json_of_a_diff():
+    run = trace_report(EAGER, COMPILED, "--json")
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert [t["trace"] for t in report["traces"]] == ["mlp_eager.json.gz", "mlp_compile.json.gz"]
+    assert [k["name"] for k in report["diff"]["only_in_second"]] == ["triton_poi_fused__unsafe_view_gelu_mul_0"]
+    assert len(report["diff"]["in_both"]) == 2
+
+
+def test_cpu_trace_reports_cpu_ops_and_no_gpu(cpu_trace):
+    run = trace_report(cpu_trace)
+    assert run.returncode == 0, run.stderr
+    assert "no GPU in the trace" in run.stdout
+    assert "aten::gelu" in run.stdout and "aten::linear" in run.stdout and "self µs" in run.stdout
+    assert "verdict: no GPU data" in run.stdout
+    report = json.loads(trace_report(cpu_trace, "--json").stdout)
+    assert report["verdict"]["kind"] == "no GPU data"
+    ops = {op["name"]: op for op in report["steps"][0]["cpu_ops"]}
+    assert ops["aten::linear"]["count"] == 3 and ops["aten::linear"]["launched_gpu_work"] == 0
+
+
+def test_a_trace_without_profiler_steps_says_so(tmp_path):
+    with gzip.open(EAGER, "rt") as f:
+        data = json.load(f)
+    data["traceEvents"] = [e for e in data["traceEvents"] if not str(e.get("name", "")).startswith("ProfilerStep#")]
+    path = tmp_path / "no_steps.json"
+    path.write_text(json.dumps(data))
+    run = trace_report(path)
+    assert run.returncode == 0, run.stderr
+    assert "no ProfilerStep events: the whole trace is read as one step" in run.stdout
+    assert "15 kernels" in run.stdout
+
+
+def _write(tmp_path: Path, name: str, data: bytes) -> Path:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda tmp: tmp / "missing.json", id="missing"),
+        pytest.param(lambda tmp: _write(tmp, "empty.json", b""), id="empty"),
+        pytest.param(lambda tmp: _write(tmp, "cut.json", gzip.decompress(EAGER.read_bytes())[:20000]), id="cut-json"),
+        pytest.param(lambda tmp: _write(tmp, "cut.json.gz", EAGER.read_bytes()[:2000]), id="cut-gzip"),
+        pytest.param(lambda tmp: _write(tmp, "other.json", b'{"name": "not a trace"}'), id="non-trace-json"),
+        pytest.param(lambda tmp: tmp, id="folder"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, make):
+    run = trace_report(make(tmp_path))
+    assert run.returncode == 2
+    assert run.stdout == ""
+    assert len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def test_bad_flags_are_one_line_and_exit_2():
+    for args in (["--steps", "many", EAGER], ["--rows", "-1", EAGER], [], [EAGER, COMPILED, LINEAR]):
+        run = trace_report(*args)
+        assert run.returncode == 2, args
+        assert len(run.stderr.strip().splitlines()) == 1, run.stderr
+
+
+def test_main_in_process_returns_0(capsys):
+    assert main([str(LINEAR), "--steps", "0"]) == 0
+    assert "verdict: overhead-bound" in capsys.readouterr().out
+
+
+def test_main_in_process_exits_2_on_bad_input(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main([str(tmp_path / "missing.json")])
+    assert exit_.value.code == 2
+    assert "no such file" in capsys.readouterr().err

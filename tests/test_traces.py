@@ -1,0 +1,344 @@
+"""Reading traces: the post's claims on real H200 traces, and traces made here on the CPU."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from common import traces
+from common.errors import UsageError
+from common.kernel_names import decode, is_gemm, short_name, split_fused_ops
+from common.traces import diff, read_trace
+from profiled_traces import profile_cpu_mlp
+
+H200 = Path(__file__).parent / "fixtures" / "h200"
+EAGER, COMPILED, LINEAR = H200 / "mlp_eager.json.gz", H200 / "mlp_compile.json.gz", H200 / "linear_eager.json.gz"
+
+
+@pytest.fixture(scope="module")
+def eager():
+    return read_trace(EAGER)
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    return read_trace(COMPILED)
+
+
+@pytest.fixture(scope="module")
+def linear():
+    return read_trace(LINEAR)
+
+
+@pytest.fixture(scope="module")
+def cpu_trace(tmp_path_factory):
+    return profile_cpu_mlp(tmp_path_factory.mktemp("cpu") / "mlp_cpu.json")
+
+
+@pytest.fixture(scope="module")
+def cpu_trace_without_steps(tmp_path_factory):
+    return profile_cpu_mlp(tmp_path_factory.mktemp("cpu") / "mlp_nosteps.json", with_steps=False)
+
+
+def raw_events(path: Path) -> dict:
+    with gzip.open(path, "rt") as f:
+        return json.load(f)
+
+
+# --- the post, on real H200 traces ---------------------------------------------------------------------------
+
+
+def test_eager_mlp_runs_five_kernels_per_step_three_of_them_gemms(eager):
+    assert [s.name for s in eager.steps] == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
+    for step in eager.steps:
+        assert len(step.kernels) == 5
+        assert len(step.gemms) == 3
+        ops = sorted(op for w in step.kernels if not w.is_gemm for op in decode(w.name).ops)
+        assert ops == ["gelu", "mul"]
+
+
+def test_gpu_work_is_in_time_order_with_memsets_counted_apart(eager):
+    step = eager.steps[0]
+    assert [w.ts for w in step.gpu] == sorted(w.ts for w in step.gpu)
+    assert Counter(w.kind for w in step.gpu) == {"kernel": 5, "memset": 2}
+
+
+def test_gemms_are_launched_by_aten_mm_inside_linear_inside_the_label(eager):
+    for work in eager.gpu_work():
+        if work.is_gemm:
+            assert work.launched_by == "aten::mm"
+            assert work.launch_path == ("mlp_fwd", "aten::linear", "aten::matmul", "aten::mm")
+            assert work.runtime == "cuLaunchKernelEx"  # Hopper: driver launch, not cudaLaunchKernel
+    gelu = next(w for w in eager.steps[0].kernels if decode(w.name).ops == ("gelu",))
+    assert gelu.launched_by == "aten::gelu" and gelu.runtime == "cudaLaunchKernel"
+
+
+def test_views_launch_nothing_and_cost_nothing_on_the_gpu(eager, linear):
+    idle = eager.steps[0].idle_ops()
+    assert idle["aten::t"] == 3 and idle["aten::view"] == 3 and idle["aten::_unsafe_view"] == 3
+    assert "aten::mm" not in idle and "aten::linear" not in idle and "aten::gelu" not in idle
+    assert set(linear.steps[0].idle_ops()) == {"aten::t", "aten::transpose", "aten::as_strided"}
+
+
+def test_compiled_mlp_fuses_gelu_and_mul_into_one_triton_pointwise_kernel(compiled):
+    for step in compiled.steps:
+        assert len(step.kernels) == 4
+        fused = [w for w in step.kernels if w.name.startswith("triton_")]
+        assert [w.name for w in fused] == ["triton_poi_fused__unsafe_view_gelu_mul_0"]
+        name = decode(fused[0].name)
+        assert name.inductor_kind == "pointwise"
+        assert name.ops == ("_unsafe_view", "gelu", "mul") and name.compute_ops == ("gelu", "mul")
+
+
+def test_compiled_gemm_names_are_byte_identical_to_eager(eager, compiled):
+    def gemm_names(trace):
+        return Counter(w.name for w in trace.gpu_work() if w.is_gemm)
+
+    assert gemm_names(eager) == gemm_names(compiled)
+    assert len(gemm_names(eager)) == 2  # two tiles: 256x128 (gate, up) and 192x128 (down)
+
+
+def test_linear_is_one_gemm_with_the_bias_in_its_epilogue_launched_by_addmm(linear):
+    for step in linear.steps:
+        (kernel,) = step.kernels
+        assert kernel.launched_by == "aten::addmm"
+        assert decode(kernel.name).has_bias_epilogue
+
+
+def test_runtime_calls_per_step(eager):
+    assert eager.steps[0].launch_counts() == {"cudaMemsetAsync": 2, "cuLaunchKernelEx": 3, "cudaLaunchKernel": 2}
+
+
+def test_kernel_stats_across_steps(eager):
+    stats = {s.name: s for s in eager.kernel_stats()}
+    coop_a = stats["nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT"]
+    assert coop_a.count == 6 and coop_a.launched_by == "aten::mm"
+    durations = [w.dur for w in eager.gpu_work() if w.name == coop_a.name]
+    assert coop_a.min_us == min(durations) and coop_a.max_us == max(durations)
+    assert coop_a.avg_us == pytest.approx(sum(durations) / 6)
+
+
+def test_verdicts(eager, linear):
+    # nn.Linear at 1024x32 -> 64: a 2.7 µs kernel for ~150 µs of CPU per step
+    v = linear.verdict()
+    assert v.kind == "overhead-bound"
+    assert v.gpu_busy_us_per_step == pytest.approx(2.72, abs=0.01)
+    assert v.gpu_idle_fraction > 0.9
+    # the MLP keeps the GPU busier than the CPU takes to launch it
+    v = eager.verdict()
+    assert v.kind == "compute-bound" and v.gpu_busy_us_per_step > v.cpu_us_per_step
+
+
+def test_time_waiting_in_synchronize_is_not_cpu_work(tmp_path):
+    data = raw_events(LINEAR)
+    step = next(e for e in data["traceEvents"] if e.get("name") == "ProfilerStep#2")
+    sync = {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": step["pid"], "tid": step["tid"],
+            "ts": step["ts"] + 190.0, "dur": 10.0, "args": {"correlation": 1}}
+    data["traceEvents"].append(sync)
+    path = tmp_path / "synced.json"
+    path.write_text(json.dumps(data))
+    synced = read_trace(path).steps[0]
+    assert synced.sync_us == pytest.approx(10.0)
+    assert synced.cpu_us == pytest.approx(synced.dur - 10.0)
+
+
+def test_diff_of_eager_and_compiled(eager, compiled):
+    d = diff(eager, compiled)
+    assert sorted(decode(n).ops[0] for n in d.only_in_first) == ["gelu", "mul"]
+    assert d.only_in_second == ["triton_poi_fused__unsafe_view_gelu_mul_0"]
+    assert sorted(d.in_both) == sorted({w.name for w in eager.gpu_work() if w.is_gemm})
+    as_dict = d.to_dict()
+    assert [t["trace"] for t in as_dict["step_time_us"]] == ["mlp_eager.json.gz", "mlp_compile.json.gz"]
+    assert all(t["gpu_busy_us_per_step"] > 0 for t in as_dict["step_time_us"])
+
+
+def test_json_shape(eager):
+    out = json.loads(json.dumps(eager.to_dict()))
+    step = out["steps"][0]
+    assert step["name"] == "ProfilerStep#2"
+    assert {"kind", "name", "launched_by", "dur_us"} <= set(step["gpu"][0])
+    assert [g["kind"] for g in step["gpu"]].count("kernel") == step["kernels"] == 5
+    assert sum(g["share"] for g in step["gpu"]) == pytest.approx(1.0, abs=1e-3)
+    assert out["verdict"]["kind"] == "compute-bound"
+
+
+# --- how the links are made ----------------------------------------------------------------------------------
+
+
+def test_ac2g_flows_link_gpu_work_when_correlation_ids_are_missing(tmp_path):
+    data = raw_events(EAGER)
+    for event in data["traceEvents"]:
+        if event.get("cat") in ("kernel", "gpu_memset"):
+            del event["args"]["correlation"]
+    path = tmp_path / "flows_only.json"
+    path.write_text(json.dumps(data))
+    trace = read_trace(path)
+    assert [len(s.kernels) for s in trace.steps] == [5, 5, 5]
+    assert {w.launched_by for w in trace.gpu_work() if w.is_gemm} == {"aten::mm"}
+
+
+def test_trace_without_profiler_steps_is_one_step(tmp_path):
+    data = raw_events(EAGER)
+    data["traceEvents"] = [e for e in data["traceEvents"] if not str(e.get("name", "")).startswith("ProfilerStep#")]
+    path = tmp_path / "no_steps.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump(data, f)
+    trace = read_trace(path)
+    assert not trace.from_profiler_steps
+    assert [s.name for s in trace.steps] == ["whole trace"]
+    assert len(trace.steps[0].kernels) == 15
+    assert any("ProfilerStep" in note for note in trace.notes)
+
+
+@pytest.mark.parametrize("chunk", [7, 64, 4096])
+def test_streaming_parse_gives_the_same_trace_at_any_chunk_size(monkeypatch, tmp_path, chunk):
+    # Chunks that cut events, strings and numbers anywhere must not change what we read.
+    plain = tmp_path / "eager.json"
+    plain.write_text(json.dumps(raw_events(EAGER), indent=1))
+    reference = read_trace(plain).to_dict()
+    monkeypatch.setattr(traces, "CHUNK_CHARS", chunk)
+    assert read_trace(plain).to_dict() == reference
+
+
+def test_json_array_format_is_read_too(tmp_path):
+    path = tmp_path / "array.json"
+    path.write_text(json.dumps(raw_events(LINEAR)["traceEvents"]))
+    assert len(read_trace(path).steps[0].kernels) == 1
+
+
+# --- CPU traces made here ------------------------------------------------------------------------------------
+
+
+def test_cpu_trace_has_steps_and_ops_but_no_gpu(cpu_trace):
+    trace = read_trace(cpu_trace)
+    assert [s.name for s in trace.steps] == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
+    assert not trace.has_gpu
+    for step in trace.steps:
+        ops = step.op_names()
+        assert ops["aten::linear"] == 3 and ops["aten::gelu"] == 1 and ops["aten::mul"] == 1
+        assert ops["aten::mm"] + ops["aten::addmm"] == 3
+    assert trace.labels["mlp_fwd"] == 3
+    v = trace.verdict()
+    assert v.kind == "no GPU data" and "no GPU" in v.summary
+    assert trace.to_dict()["steps"][0]["gpu"] == []
+
+
+def test_self_time_of_an_op_excludes_its_children(cpu_trace):
+    step = read_trace(cpu_trace).steps[0]
+    linear = next(op for op in step.ops if op.name == "aten::linear")
+    children = [op for op in step.ops if linear.ts <= op.ts < linear.ts + linear.dur and op is not linear and not op.is_label]
+    direct = [c for c in children if not any(p is not c and p.ts <= c.ts < p.ts + p.dur for p in children)]
+    assert direct and linear.self_us == pytest.approx(linear.dur - sum(c.dur for c in direct), abs=1e-6)
+
+
+def test_cpu_trace_without_steps_is_one_step(cpu_trace_without_steps):
+    trace = read_trace(cpu_trace_without_steps)
+    assert not trace.from_profiler_steps and len(trace.steps) == 1
+    assert trace.steps[0].op_names()["aten::gelu"] == 3
+
+
+# --- bad input -----------------------------------------------------------------------------------------------
+
+
+def _cut(data: bytes, fraction: float) -> bytes:
+    return data[: int(len(data) * fraction)]
+
+
+BAD_INPUTS = {
+    "empty": b"",
+    "whitespace": b"  \n ",
+    "cut_json": _cut(gzip.decompress(EAGER.read_bytes()), 0.6),
+    "cut_json_in_a_number": b'{"traceEvents": [{"ph": "X", "cat": "kernel", "ts": 12',
+    "cut_gzip": _cut(EAGER.read_bytes(), 0.5),
+    "not_json": b"hello, world",
+    "binary": bytes(range(256)),
+    "json_number": b"42",
+    "json_without_trace_events": b'{"schemaVersion": 1}',
+    "trace_events_not_a_list": b'{"traceEvents": {"ph": "X"}}',
+    "events_not_objects": b'{"traceEvents": [1, 2, 3]}',
+    "no_events": b'{"traceEvents": []}',
+    "no_timed_events": b'{"traceEvents": [{"ph": "M", "name": "process_name"}]}',
+    "extra_data": b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 1}]} {}',
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_input_is_a_usage_error_of_one_line(tmp_path, case):
+    path = tmp_path / (f"{case}.json.gz" if case == "cut_gzip" else f"{case}.json")
+    path.write_bytes(BAD_INPUTS[case])
+    with pytest.raises(UsageError) as err:
+        read_trace(path)
+    message = str(err.value)
+    assert "\n" not in message and str(path) in message
+
+
+def test_cut_files_say_they_are_cut(tmp_path):
+    for name in ("cut_json", "cut_gzip"):
+        path = tmp_path / (f"{name}.json.gz" if name == "cut_gzip" else f"{name}.json")
+        path.write_bytes(BAD_INPUTS[name])
+        with pytest.raises(UsageError, match="cut short"):
+            read_trace(path)
+
+
+def test_missing_file_and_folder(tmp_path):
+    with pytest.raises(UsageError, match="no such file"):
+        read_trace(tmp_path / "nope.json")
+    with pytest.raises(UsageError, match="folder"):
+        read_trace(tmp_path)
+
+
+# --- kernel names --------------------------------------------------------------------------------------------
+
+
+def test_nvjet_names_are_decoded():
+    name = decode("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT")
+    fields = dict(name.details)
+    assert name.is_gemm and name.family == "cuBLAS (nvjet)"
+    assert fields["arch"] == "sm90 (Hopper)" and fields["tile"] == "256x128" and fields["layout"] == "TNT"
+    assert fields["k-block"] == "64 x 4 stages" and fields["cluster"] == "1x2"
+    assert not name.has_bias_epilogue
+    assert decode("nvjet_sm90_tst_64x8_64x16_1x2_h_bz_bias_TNT").has_bias_epilogue
+
+
+def test_cutlass_and_cublas_names_are_decoded():
+    name = decode("cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_16x16_128x2_tn_align8")
+    fields = dict(name.details)
+    assert name.is_gemm and name.family == "CUTLASS"
+    assert fields["arch"] == "sm80 (Ampere)" and fields["dtype"] == "bf16" and fields["tile"] == "16x16"
+    assert fields["layout"] == "tn" and fields["alignment"] == "8 elements"
+    wrapped = decode("void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8>(Params)")
+    assert wrapped.short == "cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8"
+    assert ("epilogue", "relu in the epilogue") in wrapped.details
+    ampere = decode("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn")
+    assert ampere.is_gemm and dict(ampere.details)["tile"] == "128x128" and dict(ampere.details)["layout"] == "tn"
+
+
+def test_inductor_names_are_decoded():
+    assert split_fused_ops("_unsafe_view_gelu_mul") == ("_unsafe_view", "gelu", "mul")
+    assert split_fused_ops("native_layer_norm_add") == ("native_layer_norm", "add")
+    reduction = decode("triton_red_fused_sum_1")
+    assert reduction.inductor_kind == "reduction" and reduction.ops == ("sum",)
+    assert decode("triton_tem_fused_addmm_0").is_gemm
+    assert not is_gemm("triton_poi_fused__unsafe_view_gelu_mul_0")
+
+
+def test_aten_names_are_shortened_to_their_op():
+    gelu = next(w.name for w in read_trace(EAGER).gpu_work() if "Gelu" in w.name)
+    assert len(gelu) > 300
+    assert short_name(gelu) == "vectorized_elementwise_kernel<gelu>"
+
+
+@pytest.mark.parametrize("name", ["my_kernel", "void foo<int>(int)", "fmha_cutlassF_f16_aligned_64x64_rf_sm80"])
+def test_unknown_names_pass_through(name):
+    decoded = decode(name)
+    assert decoded.short == name
+    assert not decoded.is_gemm
+
+
+def test_liger_geglu_kernel_is_recognised():
+    name = decode("_geglu_tanh_forward_kernel")
+    assert name.family == "Liger-Kernel (Triton)" and name.ops == ("geglu",) and not name.is_gemm
