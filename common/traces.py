@@ -456,6 +456,7 @@ class _Collector:
         self.events = 0
         self.timed = 0
         self.names: dict[str, str] = {}
+        self.lanes: dict[Any, Any] = {}  # pid and tid values, shared: a big trace repeats a handful of them
         self.steps: list[tuple[str, float, float]] = []
         self.ops: list[CpuOp] = []
         self.runtime: list[RuntimeCall] = []
@@ -481,19 +482,22 @@ class _Collector:
                 return
             name = ev.get("name")
             name = self.names.setdefault(name, name) if isinstance(name, str) else "?"
+            lanes = self.lanes
+            pid, tid = ev.get("pid"), ev.get("tid")
+            pid, tid = lanes.setdefault(pid, pid), lanes.setdefault(tid, tid)
             if cat in OP_CATS:
-                self.ops.append(CpuOp(name, ts, dur, ev.get("pid"), ev.get("tid")))
+                self.ops.append(CpuOp(name, ts, dur, pid, tid))
             elif cat in ANNOTATION_CATS:
                 if name.startswith(STEP_PREFIX):
                     self.steps.append((name, ts, dur))
                 else:
-                    self.ops.append(CpuOp(name, ts, dur, ev.get("pid"), ev.get("tid"), is_label=True))
+                    self.ops.append(CpuOp(name, ts, dur, pid, tid, is_label=True))
             elif cat in RUNTIME_CATS:
                 args = ev.get("args") or {}
-                self.runtime.append(RuntimeCall(name, ts, dur, ev.get("pid"), ev.get("tid"), args.get("correlation")))
+                self.runtime.append(RuntimeCall(name, ts, dur, pid, tid, args.get("correlation")))
             elif cat in GPU_KINDS:
                 args = ev.get("args") or {}
-                self.gpu.append(GpuWork(GPU_KINDS[cat], name, ts, dur, ev.get("pid"), ev.get("tid"), args.get("correlation")))
+                self.gpu.append(GpuWork(GPU_KINDS[cat], name, ts, dur, pid, tid, args.get("correlation")))
         elif (ph == "s" or ph == "f") and ev.get("cat") == "ac2g":
             key = (ev.get("pid"), ev.get("tid"), ev.get("ts"))
             if ph == "s":
