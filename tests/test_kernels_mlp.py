@@ -1,0 +1,342 @@
+"""03_kernels_mlp.py and common/liger.py: every kernel source, offline, run as a user runs them.
+
+No test here touches the network. The Hub is made unreachable on purpose (HF_HUB_OFFLINE=1, or an endpoint
+on 127.0.0.1 that refuses connections); the local kernel repository is built in tmp_path and loaded by the
+real `kernels` loader; a missing liger-kernel package is simulated the way Python blocks an import
+(`sys.modules["liger_kernel"] = None`, from a sitecustomize on PYTHONPATH).
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib
+import json
+import socket
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from common.errors import UsageError
+from common.traces import read_trace
+from common.liger import (
+    HUB_PROBE_TIMEOUT_S,
+    HUB_REPO,
+    _hub_unreachable,
+    build_liger_geglu_mlp,
+    require_runnable,
+    resolve_liger_geglu_mlp,
+)
+from conftest import ROOT, load_trace, requires_cuda, run_script, stderr_lines
+
+SCRIPT = "03_kernels_mlp.py"
+SMALL = ["--batch", "2", "--seq", "3", "--dim", "8", "--hidden", "16"]
+# The local test layer wraps its forward in this label, so a trace proves which layer ran.
+LOCAL_LABEL = "local_repo_geglu_mlp"
+
+
+def make_kernel_repo(root: Path) -> Path:
+    """A kernel repository as `kernels` 0.17.2 reads it from disk.
+
+    build/<variant>/ with metadata.json and the package named after metadata's `name` (dashes become
+    underscores). `torch-universal` is the variant every machine accepts.
+    """
+    variant = root / "liger-kernels" / "build" / "torch-universal"
+    package = variant / "liger_kernels"
+    package.mkdir(parents=True)
+    metadata = {
+        "name": "liger-kernels",
+        "id": f"liger_kernels_test_{abs(hash(str(root)))}",  # the module's name in sys.modules
+        "version": 1,
+        "license": "BSD-2-Clause",
+        "python-depends": [],
+        "backend": {"type": "cpu"},
+    }
+    (variant / "metadata.json").write_text(json.dumps(metadata))
+    (package / "__init__.py").write_text("from . import layers\n")
+    (package / "layers.py").write_text(
+        textwrap.dedent(
+            f"""
+            import torch.nn.functional as F
+            from torch import nn
+            from torch.profiler import record_function
+
+
+            class LigerGEGLUMLP(nn.Module):
+                # Liger's constructor (a config object), with the eager math, so that it runs on a CPU.
+                def __init__(self, config):
+                    super().__init__()
+                    assert config.hidden_act == "gelu_pytorch_tanh"
+                    self.gate_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
+                    self.up_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
+                    self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
+
+                def forward(self, x):
+                    with record_function("{LOCAL_LABEL}"):
+                        gated = F.gelu(self.gate_proj(x), approximate="tanh") * self.up_proj(x)
+                        return self.down_proj(gated)
+            """
+        )
+    )
+    return root / "liger-kernels"
+
+
+@pytest.fixture
+def kernel_repo(tmp_path) -> Path:
+    return make_kernel_repo(tmp_path / "repo")
+
+
+def closed_port() -> int:
+    """A port on 127.0.0.1 with nobody listening: connecting to it is refused at once."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def hub_unreachable_envs() -> dict[str, dict[str, str]]:
+    return {
+        # An empty cache, so that a copy fetched earlier on this machine cannot answer instead.
+        "offline": {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": "/nonexistent/hub", "KERNELS_CACHE": "/nonexistent/kernels"},
+        "refused": {"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": f"http://127.0.0.1:{closed_port()}"},
+    }
+
+
+def without_liger_kernel(tmp_path: Path) -> dict[str, str]:
+    """Environment in which `import liger_kernel` fails as if the package were not installed."""
+    shim = tmp_path / "no_liger_kernel"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text('import sys\nsys.modules["liger_kernel"] = None\n')
+    return {"PYTHONPATH": str(shim)}
+
+
+def lesson(*args, tmp_path, env=None):
+    return run_script(SCRIPT, *SMALL, "--trace_dir", str(tmp_path / "traces"), *args, env=env)
+
+
+def source_line(result) -> str:
+    lines = [line for line in result.stdout.splitlines() if line.startswith("kernel source:")]
+    assert len(lines) == 1, result.stdout
+    return lines[0]
+
+
+def one_error_line(result) -> str:
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    lines = stderr_lines(result)
+    assert len(lines) == 1, lines
+    assert "Traceback" not in result.stderr
+    return lines[0]
+
+
+# --- the local kernel repository, through the real kernels loader -------------------------------------
+
+
+@pytest.mark.parametrize("how", ["--kernel_repo", "LOCAL_KERNELS"])
+def test_local_kernel_repo_runs_the_lesson(how, kernel_repo, tmp_path):
+    if how == "--kernel_repo":
+        result = lesson("--kernel_repo", str(kernel_repo), tmp_path=tmp_path)
+    else:
+        # The Hub is unreachable too: LOCAL_KERNELS is read before it, so nothing asks the network.
+        env = {"LOCAL_KERNELS": f"{HUB_REPO}={kernel_repo}", **hub_unreachable_envs()["refused"]}
+        result = lesson(tmp_path=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    line = source_line(result)
+    assert line.startswith("kernel source: local") and str(kernel_repo) in line and how in line, line
+    assert "LigerGEGLUMLP and SimpleGeGLUMLP agree" in result.stdout
+
+    trace = load_trace(tmp_path / "traces" / "03_kernels_mlp" / "2_3_8_16_local_eager_fp32_cpu.json")
+    labels = [e["name"] for e in trace["traceEvents"] if e.get("cat") == "user_annotation"]
+    assert labels.count("kernels_mlp_fwd") == 3
+    assert labels.count(LOCAL_LABEL) == 3, "the local repository's layer is not the one that ran"
+
+
+def test_local_layer_gets_the_simple_mlps_weights(kernel_repo):
+    simple_mlp = importlib.import_module("03_simple_mlp")
+    torch.manual_seed(0)
+    reference = simple_mlp.SimpleGeGLUMLP(8, 16)
+    layer, resolved = build_liger_geglu_mlp(8, 16, kernel_repo=kernel_repo)
+    assert resolved.source == "local" and type(layer).__name__ == "LigerGEGLUMLP"
+    assert (layer.gate_proj.weight.shape, layer.down_proj.weight.shape) == ((16, 8), (8, 16))
+    x = torch.randn(2, 3, 8)
+    assert not torch.allclose(layer(x), reference(x))  # fresh weights differ...
+    layer.load_state_dict(reference.state_dict())
+    torch.testing.assert_close(layer(x), reference(x))  # ...the same weights agree
+
+
+# --- the Hub unreachable: the package, named --------------------------------------------------------
+
+
+@pytest.mark.parametrize("hub", ["offline", "refused"])
+def test_unreachable_hub_falls_back_to_the_package(hub, tmp_path):
+    started = time.monotonic()
+    result = lesson(tmp_path=tmp_path, env=hub_unreachable_envs()[hub])
+    line = source_line(result)
+    assert line.startswith("kernel source: pypi") and "liger-kernel" in line, line
+    assert "Hub is unavailable" in line, line
+    assert ("HF_HUB_OFFLINE" if hub == "offline" else "Connection refused") in line, line
+    if torch.cuda.is_available():
+        assert result.returncode == 0, result.stderr
+    else:  # Liger's kernel is Triton GPU code: the run stops at the no-GPU line
+        assert "Triton GPU kernel" in one_error_line(result)
+    # No retries, no long timeouts: importing torch and liger-kernel dominates.
+    assert time.monotonic() - started < 120
+
+
+def test_nothing_available_is_one_line(tmp_path):
+    env = {**hub_unreachable_envs()["refused"], **without_liger_kernel(tmp_path)}
+    line = one_error_line(lesson(tmp_path=tmp_path, env=env))
+    assert "no LigerGEGLUMLP available" in line and "Connection refused" in line, line
+    assert "liger-kernel package is not installed" in line, line
+
+
+def test_forced_pypi_without_the_package_is_one_line(tmp_path):
+    line = one_error_line(lesson("--kernel_source", "pypi", tmp_path=tmp_path, env=without_liger_kernel(tmp_path)))
+    assert "liger-kernel package is not installed" in line, line
+
+
+def test_hub_probe_gives_up_quickly_when_nobody_answers():
+    # A listening socket that never accepts: the TCP handshake completes, no HTTP answer ever comes.
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        started = time.monotonic()
+        reason = _hub_unreachable(f"http://127.0.0.1:{silent.getsockname()[1]}")
+        elapsed = time.monotonic() - started
+    assert reason is not None and "127.0.0.1" in reason, reason
+    assert elapsed < HUB_PROBE_TIMEOUT_S + 2, elapsed
+
+
+def test_hub_probe_reports_a_refused_connection_at_once():
+    started = time.monotonic()
+    reason = _hub_unreachable(f"http://127.0.0.1:{closed_port()}")
+    assert reason is not None and "Connection refused" in reason, reason
+    assert time.monotonic() - started < 1.5
+
+
+# --- wrong input: one line, exit 2 ------------------------------------------------------------------
+
+
+def test_wrong_kernel_repo_path_is_one_line(tmp_path):
+    missing = tmp_path / "no-such-repo"
+    line = one_error_line(lesson("--kernel_repo", str(missing), tmp_path=tmp_path))
+    assert str(missing) in line and "no such directory" in line, line
+
+
+def test_kernel_repo_without_a_build_is_one_line(tmp_path):
+    empty = tmp_path / "empty-repo"
+    empty.mkdir()
+    line = one_error_line(lesson("--kernel_repo", str(empty), tmp_path=tmp_path))
+    assert "Cannot find a build variant" in line and "build/<variant>/metadata.json" in line, line
+
+
+@pytest.mark.parametrize(
+    "flags, env, says",
+    [
+        (["--kernel_source", "local"], {}, "needs --kernel_repo PATH or LOCAL_KERNELS"),
+        (["--kernel_source", "hub"], "refused", "cannot load kernels-community/liger-kernels v1 from the Hub"),
+        (["--kernel_source", "pypi", "--kernel_repo", "."], {}, "contradicts --kernel_source pypi"),
+        (["--kernel_source", "cuda"], {}, "invalid choice"),
+        ([], {"LOCAL_KERNELS": "no-equals-sign"}, "is not repo_id=path"),
+        ([], {"LOCAL_KERNELS": f"{HUB_REPO}=/nonexistent/liger"}, "/nonexistent/liger: no such directory"),
+    ],
+)
+def test_bad_source_choices_are_one_line(flags, env, says, tmp_path):
+    env = hub_unreachable_envs()[env] if isinstance(env, str) else env
+    line = one_error_line(lesson(*flags, tmp_path=tmp_path, env=env))
+    assert says in line, line
+
+
+def test_forcing_the_hub_over_local_kernels_is_refused(kernel_repo, monkeypatch):
+    monkeypatch.setenv("LOCAL_KERNELS", f"{HUB_REPO}={kernel_repo}")
+    with pytest.raises(UsageError, match="unset it to load from the Hub"):
+        resolve_liger_geglu_mlp(source="hub")
+    assert resolve_liger_geglu_mlp().source == "local"
+
+
+# --- no GPU: Liger's Triton kernel, with and without Triton's interpreter ---------------------------
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="about running without a GPU")
+def test_liger_kernel_without_a_gpu_is_one_line(tmp_path):
+    line = one_error_line(lesson("--kernel_source", "pypi", tmp_path=tmp_path))
+    assert "Triton GPU kernel" in line and "pypi" in line, line
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="about running without a GPU")
+def test_triton_interpreter_runs_liger_or_says_why(tmp_path):
+    result = lesson("--kernel_source", "pypi", tmp_path=tmp_path, env={"TRITON_INTERPRET": "1"})
+    if result.returncode == 0:  # a Triton whose interpreter runs libdevice: then the outputs must agree
+        assert "LigerGEGLUMLP and SimpleGeGLUMLP agree" in result.stdout
+    else:
+        line = one_error_line(result)
+        assert "Triton's interpreter (TRITON_INTERPRET=1) cannot run Liger's GeGLU kernel: " in line, line
+        assert line.split("kernel: ", 1)[1].strip(), "the reason is missing"
+
+
+def test_require_runnable_tries_a_local_layer_on_the_cpu(kernel_repo):
+    resolved = resolve_liger_geglu_mlp(kernel_repo=kernel_repo)
+    require_runnable(resolved, torch.device("cpu"))  # plain PyTorch: runs anywhere
+
+
+# --- on a GPU: the post's shape, the real kernel ----------------------------------------------------
+
+
+@pytest.mark.gpu
+@requires_cuda
+def test_pypi_liger_on_gpu_matches_simple_mlp(tmp_path):
+    result = run_script(SCRIPT, "--kernel_source", "pypi", "--trace_dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert source_line(result).startswith("kernel source: pypi")
+    assert "LigerGEGLUMLP and SimpleGeGLUMLP agree" in result.stdout
+
+    trace = load_trace(tmp_path / "03_kernels_mlp" / "64_128_768_3072_pypi_eager.json")
+    kernels = [e["name"] for e in trace["traceEvents"] if e.get("cat") == "kernel"]
+    geglu = [k for k in kernels if "_geglu_tanh_forward_kernel" in k]
+    assert len(geglu) == 3, kernels  # one per active step
+    others = [k for k in kernels if k not in geglu]
+    assert len(others) == 9, others  # gate, up, down GEMMs per step
+    assert not any("Gelu" in k or "BinaryFunctor" in k for k in others), others
+
+    # And in this process, independently of the lesson's own check.
+    simple_mlp = importlib.import_module("03_simple_mlp")
+    torch.manual_seed(0)
+    reference = simple_mlp.SimpleGeGLUMLP(768, 3072).cuda().bfloat16()
+    layer, _ = build_liger_geglu_mlp(768, 3072, source="pypi")
+    layer.load_state_dict(reference.state_dict())
+    layer = layer.cuda().bfloat16()
+    x = torch.randn(64, 128, 768, device="cuda", dtype=torch.bfloat16)
+    with torch.no_grad():
+        torch.testing.assert_close(layer(x), reference(x), rtol=1.6e-2, atol=1e-2)
+
+
+def test_gpu_expectations_hold_on_an_h200_trace_shaped_like_liger(tmp_path):
+    """The H200 compiled-MLP fixture has Liger's shape: 3 GEMMs and one fused GeGLU kernel per step. With the
+    fused kernel renamed to Liger's, the lesson's GPU expectations hold; with the eager fixture, they do not."""
+    lesson_module = importlib.import_module("03_kernels_mlp")
+    fixtures = ROOT / "tests" / "fixtures" / "h200"
+
+    def copy(fixture: str, dest: Path, rename: dict[str, str]) -> Path:
+        with gzip.open(fixtures / fixture, "rt") as f:
+            data = json.load(f)
+        for event in data["traceEvents"]:
+            event["name"] = rename.get(event.get("name"), event.get("name"))
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(json.dumps(data))
+        return dest
+
+    copy("mlp_eager.json.gz", tmp_path / "03_simple_mlp" / "64_128_768_3072_eager.json", {})
+    liger = copy(
+        "mlp_compile.json.gz",
+        tmp_path / "03_kernels_mlp" / "64_128_768_3072_pypi_eager.json",
+        {"triton_poi_fused__unsafe_view_gelu_mul_0": "_geglu_tanh_forward_kernel"},
+    )
+    assert lesson_module.simple_mlp_twin(liger) == tmp_path / "03_simple_mlp" / "64_128_768_3072_eager.json"
+
+    expectations = lesson_module.expectations(None, "cuda")
+    outcomes = {e.text: e.check(read_trace(liger)) for e in expectations}
+    assert all(o.ok for o in outcomes.values()), {t: o.evidence for t, o in outcomes.items() if not o.ok}
+
+    eager = read_trace(fixtures / "mlp_eager.json.gz")
+    failed = [e.text for e in expectations if e.check(eager).ok is False]
+    assert any("GeGLU" in t for t in failed) and any("gelu" in t for t in failed), failed
