@@ -1,0 +1,347 @@
+"""The measuring tools behind `benchmark_mlp.py`: timers, the hardware's two ceilings, kernel counts, result files, plot.
+
+Each tool answers one question the benchmark asks, the same way for every variant:
+
+    gpu_timing       how long does one forward keep the GPU busy?      CUDA events around each call, L2 flushed
+    cpu_timing       the same on a CPU                                 time.perf_counter around each call
+    back_to_back     how fast do forwards go when called in a loop?    events around n calls, and the CPU's share
+    measure_ceilings how fast can this machine multiply and copy?      a large GEMM and a large copy, same run
+    count_kernels    how many kernels and launches per forward?        a short torch.profiler run, read by traces.py
+    peak_memory      how much memory does a forward take?              torch.cuda.max_memory_allocated delta
+
+and then `write_results` (JSON and CSV) and `plot_speedups` (PNG).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import torch
+
+from common.errors import UsageError
+
+# Kineto logs its own stages on stderr; keep stderr for what the user must read (read when profiling starts).
+os.environ.setdefault("KINETO_LOG_LEVEL", "5")
+
+# --- timing --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Median and spread (20th and 80th percentiles) of per-call times, in µs, over `samples` calls."""
+
+    median_us: float
+    p20_us: float
+    p80_us: float
+    samples: int
+
+    @classmethod
+    def from_seconds(cls, samples: Sequence[float]) -> "Timing":
+        return cls.from_us([s * 1e6 for s in samples])
+
+    @classmethod
+    def from_us(cls, samples: Sequence[float]) -> "Timing":
+        return cls(percentile(samples, 50), percentile(samples, 20), percentile(samples, 80), len(samples))
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default), without numpy."""
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("no samples")
+    rank = (len(ordered) - 1) * q / 100
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def gpu_timing(fn: Callable[[], object], warmup_ms: int, rep_ms: int) -> Timing:
+    """Triton's `do_bench`: CUDA events around every call, the L2 cache flushed before each one.
+
+    do_bench runs `fn` for `warmup_ms` first, then times calls one by one for about `rep_ms`. Before each timed
+    call it zeroes a 256 MB buffer, larger than any GPU's L2 (50 MB on an H100/H200), so weights and inputs
+    come from HBM every time, as they do in a real model where the other layers have evicted them. The events
+    measure GPU time only: the CPU, which issues the next call while the flush runs, is mostly hidden here;
+    `back_to_back` is the measurement that shows it.
+    """
+    from triton.testing import do_bench
+
+    try:
+        times_ms = do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="all")
+    except AssertionError:  # an older Triton without return_mode="all": its quantiles, count unknown
+        median, p20, p80 = do_bench(fn, warmup=warmup_ms, rep=rep_ms, quantiles=[0.5, 0.2, 0.8])
+        return Timing(median * 1e3, p20 * 1e3, p80 * 1e3, 0)
+    return Timing.from_us([t * 1e3 for t in times_ms])
+
+
+def cpu_timing(fn: Callable[[], object], warmup_ms: int, rep_ms: int, min_samples: int = 5) -> Timing:
+    """time.perf_counter around every call: warm up for `warmup_ms`, then time calls for about `rep_ms`."""
+    fn()
+    end = time.perf_counter() + warmup_ms / 1e3
+    while time.perf_counter() < end:
+        fn()
+    samples: list[float] = []
+    end = time.perf_counter() + rep_ms / 1e3
+    while len(samples) < min_samples or (time.perf_counter() < end and len(samples) < 100_000):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return Timing.from_seconds(samples)
+
+
+@dataclass(frozen=True)
+class BackToBack:
+    """Per forward, with forwards issued in a loop and no synchronisation between them."""
+
+    per_forward_us: float  # GPU clock: first forward's start to last forward's end, over n
+    cpu_us: float  # host clock: the time the CPU needed to issue one forward
+    calls: int
+
+
+def back_to_back(forward: Callable, inputs: Sequence[torch.Tensor], calls: int, repeats: int = 5) -> BackToBack:
+    """`calls` forwards in a row, as a decode loop issues them; the median of `repeats` such loops.
+
+    Events before the first and after the last call measure the whole loop on the GPU: if the CPU issues a
+    forward faster than the GPU runs it, the GPU never waits and this is the GPU time (with a warm L2: nothing
+    flushes it between calls); if not, the GPU idles between kernels and this is the CPU's pace. The host
+    clock around the same loop says which: it is what issuing one forward costs the CPU.
+    """
+    args = [inputs[i % len(inputs)] for i in range(calls)]
+    per_forward, cpu = [], []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start.record()
+        t0 = time.perf_counter()
+        for x in args:
+            forward(x)
+        t1 = time.perf_counter()
+        end.record()
+        torch.cuda.synchronize()
+        per_forward.append(start.elapsed_time(end) * 1e3 / calls)
+        cpu.append((t1 - t0) * 1e6 / calls)
+    return BackToBack(percentile(per_forward, 50), percentile(cpu, 50), calls)
+
+
+# --- the machine's ceilings ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """What this machine reaches, measured in this run: the rate of a large GEMM and of a large copy."""
+
+    matmul_tflops: float
+    matmul_size: int
+    copy_gb_per_s: float
+    copy_bytes: int  # bytes read plus bytes written per copy
+
+    def floor_us(self, flops: float, min_bytes: float) -> float:
+        """The fastest a forward can be: its arithmetic at the GEMM rate, or its traffic at copy speed."""
+        return max(flops / (self.matmul_tflops * 1e6), min_bytes / (self.copy_gb_per_s * 1e3))
+
+    def limited_by(self, flops: float, min_bytes: float) -> str:
+        return "compute" if flops / (self.matmul_tflops * 1e6) >= min_bytes / (self.copy_gb_per_s * 1e3) else "memory"
+
+
+def measure_ceilings(device: torch.device, dtype: torch.dtype, warmup_ms: int, rep_ms: int) -> Ceilings:
+    """A square GEMM (8192³ on a GPU, 1024³ on a CPU) in the run's dtype, and a copy (1 GiB / 64 MiB).
+
+    Random data, never zeros: a GEMM on zeros runs measurably faster than on real values. A ceiling is what the
+    machine reaches, so each is taken at the fast end of its timings (the 20th percentile), not the median.
+    """
+    on_gpu = device.type == "cuda"
+    timing = gpu_timing if on_gpu else cpu_timing
+    n = 8192 if on_gpu else (1024 if dtype == torch.float32 else 512)
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    matmul_us = timing(lambda: torch.mm(a, b), warmup_ms, rep_ms).p20_us
+    del a, b
+    nbytes = (1 << 30) if on_gpu else (64 << 20)
+    src = torch.empty(nbytes // 4, device=device, dtype=torch.float32).uniform_()
+    dst = torch.empty_like(src)
+    copy_us = timing(lambda: dst.copy_(src), warmup_ms, rep_ms).p20_us
+    del src, dst
+    if on_gpu:
+        torch.cuda.empty_cache()
+    return Ceilings(
+        matmul_tflops=2 * n**3 / (matmul_us * 1e6),
+        matmul_size=n,
+        copy_gb_per_s=2 * nbytes / (copy_us * 1e3),
+        copy_bytes=2 * nbytes,
+    )
+
+
+# --- kernels per forward -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KernelCounts:
+    """Per forward, averaged over the profiled steps."""
+
+    kernels: float  # GPU kernels that ran
+    launches: float  # runtime calls that put them there: one per kernel, or one per CUDA graph
+    gpu_busy_us: float  # time with at least one kernel running (warm L2, as in back_to_back)
+    names: dict[str, float]  # short kernel name -> launches per forward
+
+
+def is_launch(runtime_call: str) -> bool:
+    """cudaLaunchKernel, cudaLaunchKernelExC, cuLaunchKernel(Ex) (Triton), cudaGraphLaunch (a CUDA graph)."""
+    return "Launch" in runtime_call
+
+
+def count_kernels(forward: Callable, inputs: Sequence[torch.Tensor], active: int = 3) -> KernelCounts:
+    """Profile `active` forwards (after one skipped and one warm-up step) and read the trace with traces.py.
+
+    The same schedule as the lessons. The trace is read by `common.traces`, which assigns each kernel to the
+    step whose CPU side launched it, so a kernel that runs after its step ends still counts for that step.
+    """
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    from common.traces import read_trace
+
+    steps = 2 + active
+    with profile(
+        activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+        schedule=schedule(wait=1, warmup=1, active=active),
+    ) as prof:
+        for step in range(steps):
+            forward(inputs[step % len(inputs)])
+            torch.cuda.synchronize()  # keep each step's GPU work inside the step
+            prof.step()
+    with tempfile.TemporaryDirectory(prefix="bench-trace-") as folder:
+        path = Path(folder) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        return kernel_counts(read_trace(path))
+
+
+def kernel_counts(trace) -> KernelCounts:
+    """Kernels, launches and GPU busy time per profiled step of a `common.traces.Trace`."""
+    profiled = trace.steps
+    if not profiled or not trace.has_gpu:
+        raise RuntimeError("the profile recorded no GPU work")
+    n = len(profiled)
+    names: dict[str, float] = {}
+    for step in profiled:
+        for kernel in step.kernels:
+            names[kernel.short_name] = names.get(kernel.short_name, 0.0) + 1 / n
+    return KernelCounts(
+        kernels=sum(len(s.kernels) for s in profiled) / n,
+        launches=sum(sum(1 for call in s.runtime if is_launch(call.name)) for s in profiled) / n,
+        gpu_busy_us=sum(s.gpu_busy_us for s in profiled) / n,
+        names={name: round(count, 3) for name, count in names.items()},
+    )
+
+
+# --- memory --------------------------------------------------------------------------------------------------
+
+
+def peak_memory_mib(run: Callable[[], object]) -> float:
+    """The most memory allocated during `run()` beyond what was allocated before it (weights, inputs)."""
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    run()
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - before) / 2**20
+
+
+# --- files ---------------------------------------------------------------------------------------------------
+
+
+def writable_folder(path: Path) -> Path:
+    """Create the results folder and prove we can write there before spending minutes measuring."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".probe-"):
+            pass
+    except OSError as err:
+        raise UsageError(f"cannot write results to {path}: {err.strerror or err}") from None
+    return path
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Whole or not at all: a temporary file beside the target, then a rename."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-", suffix=path.suffix)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes 0600 files; results are no secret
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_results(rows: list[dict], meta: dict, json_path: Path, csv_path: Path) -> None:
+    """JSON: the run's context and every row, nested values kept. CSV: one line per row, flat columns only."""
+    payload = {"meta": meta, "results": rows}
+    write_atomically(json_path, (json.dumps(payload, indent=1, ensure_ascii=False) + "\n").encode())
+    columns = [key for key in rows[0] if not isinstance(rows[0][key], (dict, list))] if rows else []
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    write_atomically(csv_path, text.getvalue().encode())
+
+
+def plot_speedups(
+    rows: list[dict],
+    shapes: list[str],
+    variants: list[str],
+    panels: list[tuple[str, str]],
+    title: str,
+    path: Path,
+) -> None:
+    """Grouped bars, one group per shape, one bar per variant; one panel per (row key, panel title).
+
+    A variant with no number at a shape (skipped, failed, wrong) leaves a gap, marked under its slot.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display needed, none opened
+    import matplotlib.pyplot as plt
+
+    by_key = {(r["shape"], r["variant"]): r for r in rows}
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.6), squeeze=False)
+    width = 0.8 / max(1, len(variants))
+    colors = plt.get_cmap("tab10").colors
+    for ax, (key, panel_title) in zip(axes[0], panels):
+        for i, variant in enumerate(variants):
+            xs, ys = [], []
+            for j, shape in enumerate(shapes):
+                row = by_key.get((shape, variant))
+                x = j + (i - (len(variants) - 1) / 2) * width
+                value = row.get(key) if row else None
+                if value is None:
+                    mark = "✗" if row and row["status"] in ("WRONG", "failed") else "–"
+                    ax.text(x, 0.02, mark, ha="center", va="bottom", fontsize=8, color="grey",
+                            transform=ax.get_xaxis_transform())
+                    continue
+                xs.append(x)
+                ys.append(value)
+            bars = ax.bar(xs, ys, width=width * 0.95, label=variant, color=colors[i % len(colors)])
+            ax.bar_label(bars, labels=[f"{y:.2f}" for y in ys], fontsize=7, padding=1)
+        ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+        ax.set_xticks(range(len(shapes)), shapes)
+        ax.set_ylabel("speedup vs eager (higher is faster)")
+        ax.set_title(panel_title, fontsize=10)
+        ax.margins(y=0.15)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))  # room for the legend under the panels
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=120)
+    plt.close(fig)
+    write_atomically(path, buffer.getvalue())

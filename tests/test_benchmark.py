@@ -1,0 +1,224 @@
+"""benchmark_mlp.py: a smoke run as a user runs it, the correctness gate, the report, and bad input.
+
+One torch.compile in the whole file (the smoke run, at a tiny shape); everything else runs eager or reads rows.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import json
+import struct
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import FIXTURES, run_script, stderr_lines, requires_cuda
+
+benchmark = importlib.import_module("benchmark_mlp")
+from common import bench  # noqa: E402
+from common.traces import read_trace  # noqa: E402
+
+TINY = ["--shapes", "2x3:8:16", "--warmup-ms", "2", "--rep-ms", "20"]
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    """One CPU run of every variant at a tiny shape, as `python benchmark_mlp.py` runs."""
+    out = tmp_path_factory.mktemp("bench")
+    result = run_script("benchmark_mlp.py", *TINY, "--device", "cpu", "--out", str(out), timeout=300)
+    return result, out
+
+
+def test_smoke_run_times_the_cpu_variants_and_names_the_others(smoke):
+    result, out = smoke
+    assert result.returncode == 0, result.stderr
+    payload = json.loads((out / "mlp_cpu_fp32.json").read_text())
+    rows = {row["variant"]: row for row in payload["results"]}
+    assert list(rows) == list(benchmark.VARIANTS)  # every variant has a row, run or not
+
+    for name in ("eager", "compile"):
+        row = rows[name]
+        assert row["status"] == "ok", row
+        assert row["time_us"] > 0 and row["time_p20_us"] <= row["time_us"] <= row["time_p80_us"]
+        assert row["samples"] >= 5
+        assert row["rel_error"] <= row["tolerance"]
+        assert row["tflops"] > 0 and row["speedup"] > 0
+    assert rows["eager"]["speedup"] == pytest.approx(1.0)
+    assert rows["compile"]["first_call_s"] > 0  # compilation, timed on its own
+
+    for name in ("max-autotune", "reduce-overhead", "liger", "fused"):
+        assert rows[name]["status"] == "skipped"
+        assert "needs CUDA" in rows[name]["reason"]
+        assert rows[name]["time_us"] is None
+        assert f"skipped {name}: needs CUDA" in result.stdout
+
+    meta = payload["meta"]
+    assert meta["ceilings"]["matmul_tflops"] > 0 and meta["ceilings"]["copy_gb_per_s"] > 0
+    assert meta["versions"]["torch"] == torch.__version__
+
+    with open(out / "mlp_cpu_fp32.csv", newline="") as f:
+        table = list(csv.DictReader(f))
+    assert [r["variant"] for r in table] == list(benchmark.VARIANTS)
+    assert float(table[0]["time_us"]) == pytest.approx(rows["eager"]["time_us"])
+    assert "× eager" in result.stdout and "2x3:8:16" in result.stdout
+
+
+def test_smoke_run_writes_a_png_plot(smoke):
+    _, out = smoke
+    data = (out / "mlp_cpu_fp32.png").read_bytes()
+    assert data[:8] == PNG_SIGNATURE
+    width, height = struct.unpack(">II", data[16:24])  # the IHDR chunk comes first
+    assert width >= 400 and height >= 300
+    assert len(data) > 10_000  # axes, bars and labels, not an empty canvas
+    assert not list(out.glob(".*")), "temporary files left behind"
+
+
+def relu_instead_of_gelu(mlp):
+    return lambda x: mlp.down_proj(F.relu(mlp.gate_proj(x)) * mlp.up_proj(x))
+
+
+def kernel_not_found(mlp):
+    raise RuntimeError("no kernel image is available for execution on the device")
+
+
+def test_a_wrong_variant_is_reported_and_not_timed(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(benchmark.VARIANTS, "relu", benchmark.Variant("relu", build=relu_instead_of_gelu))
+    monkeypatch.setitem(benchmark.VARIANTS, "broken", benchmark.Variant("broken", build=kernel_not_found))
+    rows = benchmark.main([*TINY, "--device", "cpu", "--variants", "relu,broken", "--out", str(tmp_path)])
+    by_name = {row.variant: row for row in rows}
+    assert list(by_name) == ["eager", "relu", "broken"]  # eager joins as the baseline
+
+    assert by_name["eager"].status == "ok"
+    wrong = by_name["relu"]
+    assert wrong.status == "WRONG"
+    assert wrong.rel_error > wrong.tolerance and "relative error" in wrong.reason
+    assert wrong.time_us is None and wrong.speedup is None  # not timed
+
+    failed = by_name["broken"]
+    assert failed.status == "failed" and "no kernel image" in failed.reason
+
+    saved = {r["variant"]: r for r in json.loads((tmp_path / "mlp_cpu_fp32.json").read_text())["results"]}
+    assert saved["relu"]["status"] == "WRONG" and saved["relu"]["time_us"] is None
+    printed = capsys.readouterr().out
+    assert "WRONG" in printed and "relu WRONG" in printed and "broken failed" in printed
+
+
+def gpu_row(variant, *, cpu, busy, loop, gpu, kernels, launches, status="ok", reason=None):
+    return benchmark.Row(
+        "decode", 8, 1, 768, 3072, variant, status=status, reason=reason, first_call_s=1.0,
+        rel_error=3e-3, tolerance=1.6e-2, time_us=gpu, time_p20_us=gpu * 0.98, time_p80_us=gpu * 1.03,
+        samples=900, tflops=0.1, matmul_share=1e-3, roofline_share=0.3, loop_us=loop, cpu_us=cpu,
+        gpu_busy_us=busy, gpu_busy_fraction=busy / loop, kernels=kernels, launches=launches,
+        paced_by="CPU" if cpu > busy else "GPU", peak_mib=0.2,
+    )
+
+
+def test_the_report_says_who_sets_the_pace_at_decode():
+    rows = [
+        gpu_row("eager", cpu=20.0, busy=8.0, loop=20.5, gpu=12.0, kernels=5, launches=5),
+        gpu_row("compile", cpu=35.0, busy=7.0, loop=35.5, gpu=10.0, kernels=4, launches=4),
+        gpu_row("reduce-overhead", cpu=9.0, busy=7.0, loop=9.5, gpu=10.0, kernels=4, launches=2),
+        benchmark.Row("decode", 8, 1, 768, 3072, "liger", status="failed", reason="no LigerGEGLUMLP available"),
+        benchmark.Row("decode", 8, 1, 768, 3072, "fused", status="WRONG", reason="relative error 0.3",
+                      rel_error=0.3, tolerance=1.6e-2),
+    ]
+    benchmark.add_speedups(rows)
+    assert rows[1].loop_speedup == pytest.approx(20.5 / 35.5) and rows[1].speedup == pytest.approx(1.2)
+
+    story = "\n".join(benchmark.pace_story(benchmark.PRESETS["decode"], rows))
+    assert "launch-bound" in story
+    assert "compile: 4 kernels from 4 launches, 35.0 µs of CPU" in story and "0.58× eager in a loop" in story
+    assert "reduce-overhead: 4 kernels from 2 launches" in story and "2.16× eager in a loop" in story
+    assert "liger" not in story and "fused" not in story  # no numbers, no story
+
+    settings = benchmark.Settings(torch.device("cuda"), torch.bfloat16, 25, 100,
+                                  bench.Ceilings(700.0, 8192, 4000.0, 2 << 30))
+    console = benchmark.Console(record=True, width=240)
+    console.print(benchmark.shape_table(benchmark.PRESETS["decode"], rows, settings))
+    text = console.export_text()
+    assert "kernels/launches" in text and "4 / 2" in text and "WRONG" in text and "failed" in text
+    assert "memory-bound" in text  # 14 MB of weights against 0.1 GFLOP
+
+
+def test_kernels_and_launches_per_forward_from_h200_traces():
+    eager = bench.kernel_counts(read_trace(FIXTURES / "h200" / "mlp_eager.json.gz"))
+    compiled = bench.kernel_counts(read_trace(FIXTURES / "h200" / "mlp_compile.json.gz"))
+    assert (eager.kernels, eager.launches) == (5, 5)  # 3 GEMMs, gelu, mul
+    assert (compiled.kernels, compiled.launches) == (4, 4)  # gelu and mul fused by Inductor
+    assert any(name.startswith("triton_") for name in compiled.names)
+    assert 0 < compiled.gpu_busy_us < eager.gpu_busy_us
+
+
+def test_shapes_parse_presets_and_explicit_sizes():
+    shapes = benchmark.parse_shapes("decode, 16x512:4096:11008,2x3:8:16")
+    assert [s.name for s in shapes] == ["decode", "7B layer", "2x3:8:16"]
+    assert shapes[2].tokens == 6 and shapes[2].flops == 2 * 6 * 8 * 16 * 3
+
+
+def test_percentiles_interpolate_like_numpy():
+    assert bench.percentile([5, 1, 4, 2, 3], 50) == 3
+    assert bench.percentile([1, 2, 3, 4, 5], 20) == pytest.approx(1.8)
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--shapes", "8x1:768"], "is not BATCHxSEQ:DIM:HIDDEN"),
+        (["--shapes", "0x1:768:3072"], "positive"),
+        (["--shapes", "decode,decode"], "twice"),
+        (["--variants", "eager,turbo"], "unknown variant 'turbo'"),
+        (["--rep-ms", "0"], "positive"),
+        (["--dtype", "fp8"], "invalid choice"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(flags, message, capsys, tmp_path):
+    with pytest.raises(SystemExit) as exit_info:
+        benchmark.main([*flags, "--out", str(tmp_path)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+
+
+def test_bad_input_from_the_command_line(tmp_path):
+    result = run_script("benchmark_mlp.py", "--shapes", "8x1:x:3072", "--out", str(tmp_path))
+    assert result.returncode == 2
+    lines = stderr_lines(result)
+    assert len(lines) == 1 and "--shapes" in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_unwritable_output_folder(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(SystemExit) as exit_info:
+        benchmark.main([*TINY, "--device", "cpu", "--out", str(blocker / "results")])
+    assert exit_info.value.code == 2
+    assert "cannot write results" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_asking_for_cuda_without_a_gpu(capsys, tmp_path):
+    with pytest.raises(SystemExit) as exit_info:
+        benchmark.main([*TINY, "--device", "cuda", "--out", str(tmp_path)])
+    assert exit_info.value.code == 2
+    assert "no CUDA GPU" in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@requires_cuda
+def test_cuda_graphs_replay_the_kernels_from_fewer_launches(tmp_path):
+    result = run_script("benchmark_mlp.py", "--shapes", "8x1:256:512", "--variants", "eager,reduce-overhead",
+                        "--out", str(tmp_path), timeout=600)
+    assert result.returncode == 0, result.stderr
+    rows = {r["variant"]: r for r in json.loads((tmp_path / "mlp_cuda_bf16.json").read_text())["results"]}
+    eager, graphed = rows["eager"], rows["reduce-overhead"]
+    assert eager["status"] == "ok" and graphed["status"] == "ok", (eager["reason"], graphed["reason"])
+    assert eager["kernels"] >= 5 and eager["launches"] >= 5
+    assert graphed["launches"] < eager["launches"]
+    assert eager["loop_us"] > 0 and eager["cpu_us"] > 0 and eager["peak_mib"] >= 0
+    assert (tmp_path / "mlp_cuda_bf16.png").read_bytes()[:8] == PNG_SIGNATURE
