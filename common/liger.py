@@ -153,8 +153,9 @@ def require_runnable(resolved: ResolvedLayer, device: torch.device) -> None:
         return
     interpreted = os.environ.get("TRITON_INTERPRET") == "1"
     if resolved.is_liger_triton_kernel and not interpreted:
+        where = "--device cpu was asked for" if torch.cuda.is_available() else "there is no CUDA GPU here"
         raise UsageError(
-            f"Liger's GeGLU kernel is a Triton GPU kernel and there is no CUDA GPU here "
+            f"Liger's GeGLU kernel is a Triton GPU kernel and {where} "
             f"(kernel source: {resolved.source}); run this on a GPU"
         )
     try:
