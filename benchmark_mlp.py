@@ -3,9 +3,9 @@
 The lessons read single kernels in traces. This script answers the questions that come after: which variant is
 faster end to end, at my shape, on my GPU, and how far from what the hardware allows?
 
-    python benchmark_mlp.py                                    # every variant, the three default shapes
-    python benchmark_mlp.py --shapes decode,8x1:4096:11008     # presets or BATCHxSEQ:DIM:HIDDEN
-    python benchmark_mlp.py --variants eager,compile,reduce-overhead --dtype fp16
+    uv run benchmark_mlp.py                                    # every variant, the three default shapes
+    uv run benchmark_mlp.py --shapes decode,8x1:4096:11008     # presets or BATCHxSEQ:DIM:HIDDEN
+    uv run benchmark_mlp.py --variants eager,compile,reduce-overhead --dtype fp16
 
 The variants (all compute the post's `SimpleGeGLUMLP` forward with the same weights):
 
@@ -16,15 +16,15 @@ The variants (all compute the post's `SimpleGeGLUMLP` forward with the same weig
     liger            Liger's LigerGEGLUMLP (loaded as 03_kernels_mlp.py loads it): a hand-written GeGLU kernel
     fused            FusedGeGLUMLP: gate and up GEMMs with the GeGLU in their epilogue, then the down GEMM
 
-For each shape and variant, in this order (the sections below follow it):
+Once per run, the ceilings: a large GEMM and a large copy, measured in this run, on this machine. Then for each
+shape and variant, in this order (`measure()` follows it step by step):
 
-1. The ceilings: a large GEMM and a large copy, measured once, in this run, on this machine.
-2. The first call, timed on its own: compilation, autotuning and JIT happen here, never in the timed runs.
+1. The first call, timed on its own: compilation, autotuning and JIT happen here, never in the timed runs.
+2. Warm-up forwards, and the peak memory they take (torch.cuda.max_memory_allocated above what was allocated).
 3. Correct first: the output is compared with the same MLP in fp32. A variant that disagrees is WRONG, not timed.
-4. Kernels per forward, from a short torch.profiler run read with `common/traces.py`.
+4. Kernels and launches per forward, from a short torch.profiler run read with `common/traces.py`.
 5. GPU time per forward with CUDA events (triton's do_bench), L2 flushed before each call: median, p20-p80.
-6. Back-to-back: forwards in a loop, as a decode loop runs them, and what each costs the CPU to issue.
-7. Peak memory, as the rise in torch.cuda.max_memory_allocated over the warm-up forwards.
+6. Back to back: forwards in a loop, as a decode loop runs them, and what each costs the CPU to issue.
 
 Then a table per shape, a few sentences on who sets the pace (the CPU or the GPU), and the files: a JSON and a CSV
 of every number, and a PNG of the speedups, in `--out` (default bench_results/).
@@ -234,7 +234,7 @@ def parse_variants(text: str) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# 3. Correct first. The reference is the same module in fp32, on the same inputs (rounded to the run's dtype).
+# Correct first. The reference is the same module in fp32, on the same inputs (rounded to the run's dtype).
 #    Compared as ||out - ref|| / ||ref||: bf16 keeps 8 significant bits, so eager bf16 itself lands near 4e-3;
 #    1.6e-2 (torch.testing's bf16 rtol) leaves room for a different but valid order of rounding, and is far
 #    below what a wrong activation, a swapped weight or a stale input gives (tens of percent).
@@ -353,14 +353,14 @@ def measure(variant: Variant, shape: Shape, mlp: torch.nn.Module, check: Check, 
             return forward(inputs[next(cycle) % len(inputs)])
 
         with torch.no_grad():
-            # 2. The first call, on its own: compilation, autotuning, Triton's JIT.
+            # 1. The first call, on its own: compilation, autotuning, Triton's JIT.
             status(f"{shape.name} · {variant.name}: first call" + (" (compiling)" if variant.compiles else ""))
             start = time.perf_counter()
             forward(inputs[0])
             sync(device)
             row.first_call_s = time.perf_counter() - start
 
-            # 7. Peak memory, over the warm-up forwards (reduce-overhead records its CUDA graph during them).
+            # 2. Warm-up and peak memory (reduce-overhead records its CUDA graph during these calls).
             def warm():
                 for i in range(1, 1 + WARM_CALLS):
                     forward(inputs[i % len(inputs)])
@@ -613,7 +613,9 @@ def run(argv: list[str] | None) -> list[Row]:
             "one forward in that loop. "
             if on_gpu else
             "µs: time.perf_counter around each forward (the CPU runs it). No GPU: no kernels, launches or GPU memory. "
-        ) + f"Checked against fp32: ‖out−ref‖/‖ref‖ ≤ {TOLERANCES[dtype_name(dtype)]:g} ({dtype_name(dtype)}).[/dim]"
+        ) + "% matmul: TFLOP/s over a large GEMM's; % floor: the fastest possible forward (its FLOPs at that GEMM "
+        "rate, or its weights and activations moved once at copy speed) over the measured time. "
+        f"Checked against fp32: ‖out−ref‖/‖ref‖ ≤ {TOLERANCES[dtype_name(dtype)]:g} ({dtype_name(dtype)}).[/dim]"
     )
 
     rows: list[Row] = []
@@ -622,7 +624,7 @@ def run(argv: list[str] | None) -> list[Row]:
                         TimeElapsedColumn(), console=console)
     with progress:
         task = progress.add_task("measuring the ceilings", total=1 + len(shapes) * len(names))
-        # 1. The ceilings, in this run: what fraction of the hardware a variant reaches is a fraction of these.
+        # The ceilings, in this run: what fraction of the hardware a variant reaches is a fraction of these.
         settings.ceilings = bench.measure_ceilings(device, dtype, args.warmup_ms, args.rep_ms)
         c = settings.ceilings
         meta["ceilings"] = asdict(c)
