@@ -22,9 +22,9 @@ shape and variant, in this order (`measure()` follows it step by step):
 1. The first call, timed on its own: compilation, autotuning and JIT happen here, never in the timed runs.
 2. Warm-up forwards, and the peak memory they take (torch.cuda.max_memory_allocated above what was allocated).
 3. Correct first: the output is compared with the same MLP in fp32. A variant that disagrees is WRONG, not timed.
-4. Kernels and launches per forward, from a short torch.profiler run read with `common/traces.py`.
-5. GPU time per forward with CUDA events (triton's do_bench), L2 flushed before each call: median, p20-p80.
-6. Back to back: forwards in a loop, as a decode loop runs them, and what each costs the CPU to issue.
+4. GPU time per forward with CUDA events (triton's do_bench), L2 flushed before each call: median, p20-p80.
+5. Back to back: forwards in a loop, as a decode loop runs them, and what each costs the CPU to issue.
+6. Kernels and launches per forward, from a short torch.profiler run read with `common/traces.py`.
 
 Then a table per shape, a few sentences on who sets the pace (the CPU or the GPU), and the files: a JSON and a CSV
 of every number, and a PNG of the speedups, in `--out` (default bench_results/).
@@ -318,8 +318,8 @@ class Settings:
 
 WARM_CALLS = 3  # after the first call: CUDA graph trees record on the second call and replay from the third
 ROTATE_BYTES = 256 << 20  # enough distinct input buffers to exceed any L2 when a loop cycles through them
-LOOP_TARGET_US = 10_000  # one back-to-back loop runs about this long...
-MAX_QUEUED_LAUNCHES = 600  # ...but never queues so many launches that the CPU blocks on a full launch queue
+LOOP_TARGET_US = 10_000  # one back-to-back loop runs about this long, in at most LOOP_CALLS forwards:
+LOOP_CALLS = 100  # a few hundred launches, well under the ~1000 a stream queues before the CPU has to wait
 
 
 def sync(device: torch.device) -> None:
@@ -381,29 +381,28 @@ def measure(variant: Variant, shape: Shape, mlp: torch.nn.Module, check: Check, 
                 return row
 
             if on_gpu:
-                # 4. Kernels per forward. A profile costs little; if the profiler fails, the timings still count.
+                # 4. GPU time, L2 flushed before each call.
+                status(f"{shape.name} · {variant.name}: timing (do_bench)")
+                timing = bench.gpu_timing(next_forward, settings.warmup_ms, settings.rep_ms)
+
+                # 5. Back to back, with a warm L2 and the CPU in the loop.
+                status(f"{shape.name} · {variant.name}: timing back to back")
+                calls = max(10, min(LOOP_CALLS, int(LOOP_TARGET_US / max(timing.median_us, 1.0))))
+                loop = bench.back_to_back(forward, inputs, calls)
+                row.loop_us, row.cpu_us = loop.per_forward_us, loop.cpu_us
+
+                # 6. Kernels per forward, profiled last so that no timing runs after the profiler in this
+                #    variant. A profile costs little; if the profiler fails, the timings still count.
                 status(f"{shape.name} · {variant.name}: profiling")
                 try:
                     counts = bench.count_kernels(forward, inputs)
                     row.kernels, row.launches = counts.kernels, counts.launches
                     row.gpu_busy_us, row.kernel_names = counts.gpu_busy_us, counts.names
+                    row.gpu_busy_fraction = min(1.0, counts.gpu_busy_us / loop.per_forward_us)
+                    # The rule trace-report's verdict uses: does issuing the work take longer than running it?
+                    row.paced_by = "CPU" if loop.cpu_us > counts.gpu_busy_us else "GPU"
                 except Exception as err:  # noqa: BLE001
                     row.notes.append(f"no kernel counts: {first_line(err)}")
-
-                # 5. GPU time, L2 flushed before each call.
-                status(f"{shape.name} · {variant.name}: timing (do_bench)")
-                timing = bench.gpu_timing(next_forward, settings.warmup_ms, settings.rep_ms)
-
-                # 6. Back to back, with a warm L2 and the CPU in the loop.
-                status(f"{shape.name} · {variant.name}: timing back to back")
-                calls = max(10, min(200, int(LOOP_TARGET_US / max(timing.median_us, 1.0))))
-                calls = max(2, min(calls, int(MAX_QUEUED_LAUNCHES / max(row.launches or 1, 1))))
-                loop = bench.back_to_back(forward, inputs, calls)
-                row.loop_us, row.cpu_us = loop.per_forward_us, loop.cpu_us
-                if row.gpu_busy_us is not None:
-                    row.gpu_busy_fraction = min(1.0, row.gpu_busy_us / loop.per_forward_us)
-                    # The rule trace-report's verdict uses: does issuing the work take longer than running it?
-                    row.paced_by = "CPU" if loop.cpu_us > row.gpu_busy_us else "GPU"
             else:
                 # On a CPU the forward runs on the thread that calls it: its time is the CPU's time.
                 status(f"{shape.name} · {variant.name}: timing (perf_counter)")
@@ -657,6 +656,8 @@ def run(argv: list[str] | None) -> list[Row]:
         for row in rows:
             if row.shape == shape.name and row.status in ("WRONG", "failed"):
                 console.print(f"  [red]{row.variant} {row.status}[/red]: {escape(row.reason)}", soft_wrap=True)
+            for note in row.notes if row.shape == shape.name else ():
+                console.print(f"  [yellow]{row.variant}[/yellow]: {escape(note)}", soft_wrap=True)
     console.print()
     print_skipped(rows)
     if not on_gpu:

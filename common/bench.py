@@ -68,7 +68,7 @@ def gpu_timing(fn: Callable[[], object], warmup_ms: int, rep_ms: int) -> Timing:
     """Triton's `do_bench`: CUDA events around every call, the L2 cache flushed before each one.
 
     do_bench runs `fn` for `warmup_ms` first, then times calls one by one for about `rep_ms`. Before each timed
-    call it zeroes a 256 MB buffer, larger than any GPU's L2 (50 MB on an H100/H200), so weights and inputs
+    call it zeroes a 256 MB buffer, five times the 50 MB L2 of an H100 or H200, so weights and inputs
     come from HBM every time, as they do in a real model where the other layers have evicted them. The events
     measure GPU time only: the CPU, which issues the next call while the flush runs, is mostly hidden here;
     `back_to_back` is the measurement that shows it.
