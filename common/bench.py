@@ -330,6 +330,8 @@ def plot_speedups(
                     continue
                 xs.append(x)
                 ys.append(value)
+            if not xs:
+                continue
             bars = ax.bar(xs, ys, width=width * 0.95, label=variant, color=colors[i % len(colors)])
             ax.bar_label(bars, labels=[f"{y:.2f}" for y in ys], fontsize=7, padding=1)
         ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
@@ -337,7 +339,11 @@ def plot_speedups(
         ax.set_ylabel("speedup vs eager (higher is faster)")
         ax.set_title(panel_title, fontsize=10)
         ax.margins(y=0.15)
-    handles, labels = axes[0][0].get_legend_handles_labels()
+    handles, labels = {}, {}
+    for ax in axes[0]:  # a variant with no bar in the first panel may have some in another
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    handles, labels = list(handles.values()), list(handles)
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
     fig.suptitle(title, fontsize=11)
     fig.tight_layout(rect=(0, 0.06, 1, 1))  # room for the legend under the panels
