@@ -1,0 +1,129 @@
+"""Lesson 4: the fused MLP. Gate and up projections in one Triton GEMM with the GeGLU in its epilogue.
+
+`03_simple_mlp.py --compile` fuses the GELU and the multiply into one kernel, but that kernel still reads the
+gate and up projections from memory after two GEMMs wrote them there: two [tokens, hidden] tensors go to HBM
+and come back. Here the activation moves into the GEMM itself. The gate and up weights are stored interleaved
+(row 2j of one [2 * hidden, dim] matrix is gate row j, row 2j+1 is up row j), so one tile of the GEMM holds the
+gate and the up values of the same output columns, side by side in registers. The epilogue computes
+gelu_tanh(gate) * up there and writes h once; then cuBLAS runs the down projection. Two kernels per forward
+instead of five (or four compiled).
+
+What to look for in the trace, per step under `fused_mlp_fwd`: one `_geglu_gemm_tma_kernel` (Triton; on GPUs
+before Hopper, or for a handful of tokens, `_geglu_gemm_kernel`) and one cuBLAS GEMM. No aten::gelu, no
+aten::mul: on the CPU side the fused kernel is a Triton launch, not an ATen op.
+
+    uv run 04_fused_mlp.py                                # the post's shape, bf16, on a GPU
+    uv run 04_fused_mlp.py --compile                      # same two kernels: the Triton op is opaque to Inductor
+    TRITON_INTERPRET=1 uv run 04_fused_mlp.py --dtype bf16 --batch 2 --seq 4 --dim 64 --hidden 128   # no GPU
+
+The module is forward-only (inference) and runs in bf16 or fp16. Its first call per shape compiles the kernel
+and times a few launch configurations, outside the profiled steps.
+"""
+
+import importlib
+
+import torch
+
+from common.errors import UsageError
+from common.expect import (
+    cpu_op_runs,
+    expectations_by_run,
+    gemms_per_step,
+    kernel_matching,
+    kernels_per_step,
+    label_recorded,
+    no_cpu_op,
+    no_separate_kernel_for,
+)
+from common.fused_mlp import FusedGeGLUMLP
+from common.lesson import console, run_lesson
+from common.triton_ops.geglu_gemm import INTERPRETING
+
+simple_mlp = importlib.import_module("03_simple_mlp")
+
+# Triton's interpreter runs every program of the grid in Python: fine for a few tiles, hours for the post's shape.
+INTERPRETER_MAX_MACS = 2**26
+
+outputs_agree = True  # set by build(); the lesson exits 1 when the fused module computes something else
+
+
+def preflight(args, device):
+    if device.type != "cuda" and not INTERPRETING:
+        raise UsageError(
+            "the fused MLP is a Triton kernel: it needs a CUDA GPU, or TRITON_INTERPRET=1 to run it in Triton's "
+            "interpreter on the CPU (tiny sizes, e.g. --dtype bf16 --batch 2 --seq 4 --dim 64 --hidden 128)"
+        )
+    if args.dtype not in ("bf16", "fp16"):
+        default = " (the CPU default): add --dtype bf16" if device.type == "cpu" else ""
+        raise UsageError(f"the fused kernel runs in bf16 or fp16, not {args.dtype}{default}")
+    macs = args.batch * args.seq * args.dim * args.hidden * 3
+    if device.type != "cuda" and macs > INTERPRETER_MAX_MACS:
+        raise UsageError(
+            f"{macs:.1e} multiply-adds per forward is too much for Triton's interpreter: "
+            "try --batch 2 --seq 4 --dim 64 --hidden 128"
+        )
+
+
+def build(args, device, dtype):
+    reference = simple_mlp.SimpleGeGLUMLP(args.dim, args.hidden).to(device, dtype)
+    fused = FusedGeGLUMLP.from_module(reference)
+    x = torch.randn(args.batch, args.seq, args.dim, device=device, dtype=dtype)
+    check_outputs_agree(fused, reference, x, args.dtype)
+    return fused, (x,)
+
+
+def check_outputs_agree(fused, reference, x, dtype_name):
+    """One line: is the fused module as close to an fp32 computation as SimpleGeGLUMLP in the same dtype?
+
+    Both round differently (eager rounds gate, up, their GELU and product to bf16; the fused kernel keeps them in
+    fp32 and rounds h once), so neither is the truth: an fp32 run of the same weights is.
+    """
+    global outputs_agree
+    exact = simple_mlp.SimpleGeGLUMLP(reference.gate_proj.in_features, reference.gate_proj.out_features)
+    exact = exact.to(x.device, torch.float32)
+    exact.load_state_dict(reference.state_dict())
+    with torch.no_grad():
+        want = exact(x.float())
+        fused_err = (fused(x).float() - want).abs().max().item()
+        eager_err = (reference(x).float() - want).abs().max().item()
+    outputs_agree = fused_err <= 2 * eager_err + 1e-6
+    verdict = "[green]✓[/green]" if outputs_agree else "[red]✗ (more than twice eager's error)[/red]"
+    console.print(
+        f"output check against fp32: FusedGeGLUMLP max |Δ| {fused_err:.2e}, SimpleGeGLUMLP ({dtype_name}) "
+        f"{eager_err:.2e} {verdict}",
+        soft_wrap=True,
+    )
+
+
+FUSED_KERNEL = kernel_matching(r"_geglu_gemm", 1, text="one fused gate/up GEMM + GeGLU kernel (_geglu_gemm_*) per step")
+GPU_EXPECTATIONS = [
+    kernels_per_step(2),
+    FUSED_KERNEL,
+    gemms_per_step(1),  # cuBLAS's down projection; the Triton kernel is counted above
+    no_separate_kernel_for("gelu", "mul"),
+]
+CPU_EXPECTATIONS = [  # the interpreter runs the kernel in Python: no kernels, and only down_proj's aten::mm
+    label_recorded("fused_mlp_fwd", times=3),
+    cpu_op_runs("aten::mm", per_step=1),
+    no_cpu_op("aten::gelu", "aten::mul"),
+]
+
+
+if __name__ == "__main__":
+    run_lesson(
+        script=__file__,
+        label="fused_mlp_fwd",
+        sizes=simple_mlp.MLP_SIZES,
+        build=build,
+        preflight=preflight,
+        # The first forward per shape compiles the Triton kernel and times its launch configurations.
+        warm_calls=lambda args: 1,
+        expect=expectations_by_run(
+            gpu_eager=GPU_EXPECTATIONS,
+            gpu_compiled=GPU_EXPECTATIONS,
+            cpu_eager=CPU_EXPECTATIONS,
+            cpu_compiled=CPU_EXPECTATIONS,
+        ),
+        description=__doc__,
+    )
+    raise SystemExit(0 if outputs_agree else 1)
