@@ -14,7 +14,7 @@ The variants (all compute the post's `SimpleGeGLUMLP` forward with the same weig
     max-autotune     torch.compile(mode="max-autotune-no-cudagraphs"): Inductor also tunes Triton GEMMs
     reduce-overhead  torch.compile(mode="reduce-overhead"): the same kernels, replayed from a CUDA graph
     liger            Liger's LigerGEGLUMLP (loaded as 03_kernels_mlp.py loads it): a hand-written GeGLU kernel
-    fused            FusedGeGLUMLP: gate and up GEMMs with the GeGLU in their epilogue, then the down GEMM
+    fused            FusedGeGLUMLP (04_fused_mlp.py): gate and up GEMM with the GeGLU in its epilogue, then down
 
 Once per run, the ceilings: a large GEMM and a large copy, measured in this run, on this machine. Then for each
 shape and variant, in this order (`measure()` follows it step by step):
