@@ -13,6 +13,16 @@ what the first calls pay for (cuBLAS handle creation, heuristics, the caching al
 
 import torch
 
+from common.expect import (
+    cpu_op_runs,
+    expectations_by_run,
+    gemms_launched_by,
+    gemms_per_step,
+    kernels_per_step,
+    label_recorded,
+    no_cpu_op,
+    op_launches,
+)
 from common.lesson import run_lesson
 
 
@@ -40,5 +50,19 @@ if __name__ == "__main__":
         extra_flags=add_warmup_flag,
         warm_calls=lambda args: 3 if args.warmup else 0,
         tag=lambda args: [args.size, args.dtype, "warm" if args.warmup else "cold"],
+        expect=expectations_by_run(
+            gpu_eager=[kernels_per_step(2), gemms_launched_by("aten::mm"), op_launches("aten::add", kernels=1)],
+            gpu_compiled=[gemms_per_step(1)],
+            cpu_eager=[
+                label_recorded("matmul_add", times=3),
+                cpu_op_runs("aten::mm", per_step=1),
+                cpu_op_runs("aten::add", per_step=1),
+            ],
+            cpu_compiled=[
+                label_recorded("matmul_add", times=3),
+                cpu_op_runs("aten::addmm", per_step=1),
+                no_cpu_op("aten::add"),
+            ],
+        ),
         description=__doc__,
     )

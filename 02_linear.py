@@ -11,6 +11,17 @@ epilogue: one kernel where lesson 1 had two.
 import torch
 from torch import nn
 
+from common.expect import (
+    bias_in_gemm_epilogue,
+    cpu_op_runs,
+    expectations_by_run,
+    kernels_per_step,
+    label_recorded,
+    launches_nothing,
+    no_cpu_op,
+    runtime_calls_per_gemm,
+    same_gemm_kernels_as_eager,
+)
 from common.lesson import run_lesson
 
 
@@ -26,5 +37,24 @@ if __name__ == "__main__":
         label="linear_fwd",
         sizes={"batch": 1024, "in_dim": 32, "out_dim": 64},
         build=build,
+        expect=expectations_by_run(
+            gpu_eager=[
+                kernels_per_step(1),
+                bias_in_gemm_epilogue(),
+                launches_nothing("aten::t"),
+                runtime_calls_per_gemm(),
+            ],
+            gpu_compiled=[kernels_per_step(1), bias_in_gemm_epilogue(), same_gemm_kernels_as_eager()],
+            cpu_eager=[
+                label_recorded("linear_fwd", times=3),
+                cpu_op_runs("aten::addmm", per_step=1),
+                cpu_op_runs("aten::t", per_step=1),
+            ],
+            cpu_compiled=[
+                label_recorded("linear_fwd", times=3),
+                cpu_op_runs("aten::addmm", per_step=1),
+                no_cpu_op("aten::t"),
+            ],
+        ),
         description=__doc__,
     )

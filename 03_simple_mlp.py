@@ -16,6 +16,19 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from common.expect import (
+    cpu_op_runs,
+    expectations_by_run,
+    fused_pointwise_kernel,
+    gemms_launched_by,
+    gemms_per_step,
+    kernels_per_step,
+    label_recorded,
+    launches_nothing,
+    no_cpu_op,
+    no_separate_kernel_for,
+    same_gemm_kernels_as_eager,
+)
 from common.lesson import run_lesson
 
 
@@ -40,4 +53,30 @@ def build(args, device, dtype):
 
 
 if __name__ == "__main__":
-    run_lesson(script=__file__, label="mlp_fwd", sizes=MLP_SIZES, build=build, description=__doc__)
+    run_lesson(
+        script=__file__,
+        label="mlp_fwd",
+        sizes=MLP_SIZES,
+        build=build,
+        expect=expectations_by_run(
+            gpu_eager=[kernels_per_step(5), gemms_per_step(3), gemms_launched_by("aten::mm"), launches_nothing("aten::t")],
+            gpu_compiled=[
+                kernels_per_step(4),
+                fused_pointwise_kernel("gelu", "mul"),
+                no_separate_kernel_for("gelu", "mul"),
+                same_gemm_kernels_as_eager(),
+            ],
+            cpu_eager=[
+                label_recorded("mlp_fwd", times=3),
+                cpu_op_runs("aten::mm", per_step=3),
+                cpu_op_runs("aten::gelu", per_step=1),
+                cpu_op_runs("aten::mul", per_step=1),
+            ],
+            cpu_compiled=[
+                label_recorded("mlp_fwd", times=3),
+                cpu_op_runs("aten::mm", per_step=3),
+                no_cpu_op("aten::gelu", "aten::mul"),
+            ],
+        ),
+        description=__doc__,
+    )

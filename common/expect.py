@@ -40,6 +40,10 @@ HOPPER_LAUNCH = (
 )
 NO_GPU = "the trace has no GPU work: a CPU run, or CUDA activity was not recorded"
 LOOKS_EAGER = "the trace has no Inductor kernels: it looks like an eager run (was --compile given?)"
+ATEN_ELEMENTWISE = (
+    "these are ATen's eager elementwise kernels: nothing fused gelu and mul (a run without --compile, or a "
+    "fused module that fell back to PyTorch ops)"
+)
 NOT_COMPILED = "the trace has no compiled region: it looks like an eager run (was --compile given?)"
 SPLIT_K = "cuBLAS split K for this shape: a split GEMM adds a splitKreduce_kernel that sums its partial results"
 COMPILED_NO_VIEW_OPS = (
@@ -108,6 +112,24 @@ def check_trace(expectations: Sequence[Expectation], trace_path: str | Path, dev
     return failed
 
 
+def expectations_by_run(
+    *,
+    gpu_eager: Sequence[Expectation] = (),
+    gpu_compiled: Sequence[Expectation] = (),
+    cpu_eager: Sequence[Expectation] = (),
+    cpu_compiled: Sequence[Expectation] = (),
+) -> Callable[..., list[Expectation]]:
+    """A lesson's `expect=`: the guesses for each kind of run, picked from `args.compile` and the device."""
+
+    def pick(args, device_type: str) -> list[Expectation]:
+        compiled = bool(getattr(args, "compile", False))
+        if device_type == "cuda":
+            return list(gpu_compiled if compiled else gpu_eager)
+        return list(cpu_compiled if compiled else cpu_eager)
+
+    return pick
+
+
 # --- GPU expectations ----------------------------------------------------------------------------------------
 
 
@@ -156,7 +178,7 @@ def no_separate_kernel_for(*ops: str) -> Expectation:
         alone = [w for w in trace.steps[0].kernels if len(decode(w.name).compute_ops) == 1 and decode(w.name).compute_ops[0] in ops]
         if not alone:
             return Outcome(True, f"none of the {len(trace.steps[0].kernels)} kernels per step computes {listed} alone: {_names_of(trace.steps[0].kernels)}")
-        reason = LOOKS_EAGER if not _has_inductor(trace) else None
+        reason = ATEN_ELEMENTWISE if all(decode(w.name).family == "ATen" for w in alone) else None
         return Outcome(False, f"separate kernels per step: {_names_of(alone)}", reason)
 
     return Expectation(f"no separate kernel for {listed}", check)
@@ -297,6 +319,23 @@ def launches_nothing(op: str) -> Expectation:
         return Outcome(True, f"{op} ×{per_step} per step, {cpu:,.1f} µs on the CPU each, 0 µs on the GPU: it only rewrites metadata")
 
     return Expectation(f"{op} launches nothing on the GPU", check)
+
+
+def op_launches(op: str, kernels: int = 1) -> Expectation:
+    """Each call of `op` launches exactly `kernels` kernels (its children's included): `aten::add` one."""
+
+    def check(trace: Trace) -> Outcome:
+        if not trace.has_gpu:
+            return Outcome(False, "no kernels at all", NO_GPU)
+        calls = [o for step in trace.steps for o in step.ops if o.name == op]
+        if not calls:
+            return Outcome(False, f"no {op} in the trace", COMPILED_NO_VIEW_OPS if _is_compiled(trace) and op in VIEW_LIKE else None)
+        launched = [w for w in trace.gpu_work() if w.kind == "kernel" and op in w.launch_path]
+        per_call = len(launched) / len(calls)
+        first = launched[: max(1, round(per_call))]
+        return Outcome(per_call == kernels, f"{op} ×{len(calls)} launched {_fmt(per_call)} kernel{'s' if per_call != 1 else ''} each: {_names_of(first) or 'none'}")
+
+    return Expectation(f"each {op} launches {kernels} kernel{'s' if kernels != 1 else ''}", check)
 
 
 def kernel_matching(pattern: str, per_step: int | None = 1, text: str | None = None) -> Expectation:

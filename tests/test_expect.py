@@ -105,9 +105,11 @@ def test_wrong_counts_fail(eager, compiled):
 
 
 def test_fusion_expectations_fail_on_an_eager_trace_and_say_why(eager):
-    for expectation in (ex.fused_pointwise_kernel("gelu", "mul"), ex.no_separate_kernel_for("gelu", "mul")):
-        outcome = expectation.check(eager)
-        assert outcome.ok is False and outcome.reason == ex.LOOKS_EAGER
+    outcome = ex.fused_pointwise_kernel("gelu", "mul").check(eager)
+    assert outcome.ok is False and outcome.reason == ex.LOOKS_EAGER
+    outcome = ex.no_separate_kernel_for("gelu", "mul").check(eager)
+    assert outcome.ok is False and outcome.reason == ex.ATEN_ELEMENTWISE
+    assert "vectorized_elementwise_kernel<gelu>" in outcome.evidence
 
 
 def test_a_compiled_graph_has_no_aten_t(compiled):
