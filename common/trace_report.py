@@ -80,6 +80,7 @@ def _main(argv: Sequence[str] | None) -> int:
             print_report(first, console, full_names=args.full_names, steps=args.steps, rows=rows)
         else:
             print_diff(diff(first, second), console, full_names=args.full_names, rows=rows)
+        sys.stdout.flush()  # here, so that a reader who left (`| head`) is handled below, not at exit
     except BrokenPipeError:  # `trace-report ... | head`: the reader left; that is fine
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0

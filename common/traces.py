@@ -444,8 +444,8 @@ class _TraceSource:
             at = self.consumed + self.pos
         if cut is None:
             cut = self.eof and self.pos >= len(self.buf)
-        hint = " (the file is cut short)" if cut else ""
-        raise UsageError(f"{self.path}: not valid JSON: {what} at character {at:,}{hint}")
+        hint = ", the file is cut short" if cut else ""
+        raise UsageError(f"{self.path}: not valid JSON{hint}: {what.removesuffix(' at')} at character {at:,}")
 
 
 class _Collector:
