@@ -134,21 +134,31 @@ def one_error_line(result) -> str:
 
 @pytest.mark.parametrize("how", ["--kernel_repo", "LOCAL_KERNELS"])
 def test_local_kernel_repo_runs_the_lesson(how, kernel_repo, tmp_path):
+    # --device cpu: the same file name and expectations on every machine; the test layer is plain PyTorch.
     if how == "--kernel_repo":
-        result = lesson("--kernel_repo", str(kernel_repo), tmp_path=tmp_path)
+        result = lesson("--kernel_repo", str(kernel_repo), "--device", "cpu", tmp_path=tmp_path)
     else:
         # The Hub is unreachable too: LOCAL_KERNELS is read before it, so nothing asks the network.
         env = {"LOCAL_KERNELS": f"{HUB_REPO}={kernel_repo}", **hub_unreachable_envs()["refused"]}
-        result = lesson(tmp_path=tmp_path, env=env)
+        result = lesson("--device", "cpu", tmp_path=tmp_path, env=env)
     assert result.returncode == 0, result.stderr
     line = source_line(result)
     assert line.startswith("kernel source: local") and str(kernel_repo) in line and how in line, line
     assert "LigerGEGLUMLP and SimpleGeGLUMLP agree" in result.stdout
+    assert "✓" in result.stdout and "✗" not in result.stdout, result.stdout  # the CPU expectations hold
 
     trace = load_trace(tmp_path / "traces" / "03_kernels_mlp" / "2_3_8_16_local_eager_fp32_cpu.json")
     labels = [e["name"] for e in trace["traceEvents"] if e.get("cat") == "user_annotation"]
     assert labels.count("kernels_mlp_fwd") == 3
     assert labels.count(LOCAL_LABEL) == 3, "the local repository's layer is not the one that ran"
+
+
+@pytest.mark.slow
+def test_local_kernel_repo_compiles(kernel_repo, tmp_path):
+    result = lesson("--kernel_repo", str(kernel_repo), "--compile", "--device", "cpu", tmp_path=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "traces" / "03_kernels_mlp" / "2_3_8_16_local_compile_fp32_cpu.json").is_file()
+    assert "✗" not in result.stdout, result.stdout
 
 
 def test_local_layer_gets_the_simple_mlps_weights(kernel_repo):
