@@ -30,6 +30,7 @@ import json
 import re
 import zlib
 from collections import Counter, defaultdict
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -291,36 +292,26 @@ def read_trace(path: str | Path) -> Trace:
     return collector.build(path, source.meta)
 
 
-class _open_text:
+@contextmanager
+def _open_text(path: Path) -> Iterator[io.TextIOBase]:
     """Open a trace as text, gzip or not (told by the magic bytes, not the suffix)."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.raw = None
-
-    def __enter__(self) -> io.TextIOBase:
-        path = self.path
+    try:
+        raw = open(path, "rb")
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path}: is a folder, not a trace file") from None
+    except OSError as err:
+        raise UsageError(f"{path}: cannot open it ({err.strerror or err})") from None
+    with raw:
         try:
-            self.raw = open(path, "rb")
-        except FileNotFoundError:
-            raise UsageError(f"{path}: no such file") from None
-        except IsADirectoryError:
-            raise UsageError(f"{path}: is a folder, not a trace file") from None
+            magic = raw.peek(2)[:2]
         except OSError as err:
-            raise UsageError(f"{path}: cannot open it ({err.strerror or err})") from None
-        try:
-            magic = self.raw.peek(2)[:2]
-        except OSError as err:
-            self.raw.close()
             raise UsageError(f"{path}: cannot read it ({err.strerror or err})") from None
         if not magic:
-            self.raw.close()
             raise UsageError(f"{path}: the file is empty")
-        binary = gzip.GzipFile(fileobj=self.raw, mode="rb") if magic == b"\x1f\x8b" else self.raw
-        return io.TextIOWrapper(binary, encoding="utf-8")
-
-    def __exit__(self, *exc) -> None:
-        self.raw.close()
+        binary = gzip.GzipFile(fileobj=raw, mode="rb") if magic == b"\x1f\x8b" else raw
+        yield io.TextIOWrapper(binary, encoding="utf-8-sig")  # -sig: a byte-order mark is not JSON
 
 
 class _TraceSource:
@@ -517,10 +508,14 @@ class _Collector:
             steps = [Step(WHOLE_TRACE, start, end - start)]
             notes.append("no ProfilerStep events: the whole trace is read as one step")
 
-        _nest(self.ops, self.runtime, self.gpu)
         calls = _link(self.runtime, self.gpu, self.flow_start, self.flow_end)
         self.flow_start.clear()
         self.flow_end.clear()
+        _nest(self.ops, self.runtime, Counter(id(call) for call in calls.values()))
+        for work in self.gpu:
+            call = calls.get(id(work))
+            if call is not None:
+                work.launched_by, work.launch_path, work.runtime = call.launched_by, call.launch_path, call.name
 
         starts = [s.ts for s in steps]
         for op in self.ops:
@@ -553,9 +548,11 @@ class _Collector:
         return Trace(path, steps, from_profiler_steps, device, labels, notes)
 
 
-def _nest(ops: list[CpuOp], runtime: list[RuntimeCall], gpu: list[GpuWork]) -> None:
-    """Walk each thread's boxes in time order with a stack: self times, launching ops, launched counts."""
-    by_corr: dict[Any, int] = Counter(w.correlation for w in gpu if w.correlation is not None)
+def _nest(ops: list[CpuOp], runtime: list[RuntimeCall], launches: Counter) -> None:
+    """Walk each thread's boxes in time order with a stack: self times, launching ops, launched counts.
+
+    launches: id(runtime call) -> how many pieces of GPU work it launched.
+    """
     threads: dict[tuple, list] = defaultdict(list)
     for op in ops:
         # ops before runtime calls at the same instant, outer boxes (longer) before inner ones
@@ -566,7 +563,7 @@ def _nest(ops: list[CpuOp], runtime: list[RuntimeCall], gpu: list[GpuWork]) -> N
         items.sort(key=lambda item: item[:3])
         stack: list[CpuOp] = []
         for ts, _, is_call, item in items:
-            while stack and stack[-1].ts + stack[-1].dur <= ts and not (stack[-1].dur == 0 and stack[-1].ts == ts):
+            while stack and stack[-1].ts + stack[-1].dur <= ts:  # it ended: not a parent of what follows
                 stack.pop()
             if stack and not stack[-1].is_label:
                 stack[-1].self_us -= item.dur
@@ -574,7 +571,7 @@ def _nest(ops: list[CpuOp], runtime: list[RuntimeCall], gpu: list[GpuWork]) -> N
                 launcher = next((op for op in reversed(stack) if not op.is_label), None)
                 item.launched_by = launcher.name if launcher else (stack[-1].name if stack else None)
                 item.launch_path = tuple(op.name for op in stack)
-                n = by_corr.get(item.correlation, 0) if item.correlation is not None else 0
+                n = launches.get(id(item), 0)
                 if n:
                     for op in stack:
                         op.launched += n
@@ -584,9 +581,9 @@ def _nest(ops: list[CpuOp], runtime: list[RuntimeCall], gpu: list[GpuWork]) -> N
 
 
 def _link(runtime: list[RuntimeCall], gpu: list[GpuWork], flow_start: dict, flow_end: dict) -> dict[int, RuntimeCall]:
-    """Give each piece of GPU work its runtime call: by correlation id, else by the ac2g arrow.
+    """Find each piece of GPU work's runtime call: by correlation id, else by the ac2g arrow.
 
-    Returns id(work) -> call, for the step assignment.
+    Returns id(work) -> call.
     """
     by_corr = {call.correlation: call for call in runtime if call.correlation is not None}
     by_place = None
@@ -601,9 +598,6 @@ def _link(runtime: list[RuntimeCall], gpu: list[GpuWork], flow_start: dict, flow
                     by_place = {(c.pid, c.tid, c.ts): c for c in runtime}
                 call = by_place.get((place[0], place[1], float(place[2])))
         if call is not None:
-            work.launched_by = call.launched_by
-            work.launch_path = call.launch_path
-            work.runtime = call.name
             calls[id(work)] = call
     return calls
 

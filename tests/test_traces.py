@@ -179,6 +179,8 @@ def test_ac2g_flows_link_gpu_work_when_correlation_ids_are_missing(tmp_path):
     trace = read_trace(path)
     assert [len(s.kernels) for s in trace.steps] == [5, 5, 5]
     assert {w.launched_by for w in trace.gpu_work() if w.is_gemm} == {"aten::mm"}
+    idle = trace.steps[0].idle_ops()
+    assert idle["aten::t"] == 3 and "aten::mm" not in idle
 
 
 def test_trace_without_profiler_steps_is_one_step(tmp_path):
