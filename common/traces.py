@@ -263,8 +263,8 @@ class Trace:
     def verdict(self) -> Verdict:
         return verdict(self)
 
-    def to_dict(self, limit: int | None = None) -> dict:
-        return trace_to_dict(self, limit)
+    def to_dict(self) -> dict:
+        return trace_to_dict(self)
 
 
 # --- reading -------------------------------------------------------------------------------------------------
@@ -725,7 +725,8 @@ def _step_times(trace: Trace) -> dict:
 # --- JSON ----------------------------------------------------------------------------------------------------
 
 
-def trace_to_dict(trace: Trace, limit: int | None = None) -> dict:
+def trace_to_dict(trace: Trace) -> dict:
+    """The report as plain data: what `trace-report --json` prints."""
     steps = []
     for step in trace.steps:
         total = step.gpu_time_us
@@ -741,7 +742,7 @@ def trace_to_dict(trace: Trace, limit: int | None = None) -> dict:
                 "share": round(w.dur / total, 4) if total else None,
                 "start_us": round(w.ts - step.ts, 3),
             }
-            for w in (step.gpu if limit is None else step.gpu[:limit])
+            for w in step.gpu
         ]
         cpu_ops: dict[str, dict] = {}
         for op in step.ops:
@@ -772,7 +773,6 @@ def trace_to_dict(trace: Trace, limit: int | None = None) -> dict:
                 "kernels": len(step.kernels),
                 "gemms": len(step.gemms),
                 "gpu": gpu,
-                "gpu_left_out": max(0, len(step.gpu) - len(gpu)),
                 "runtime_calls": list(runtime.values()),
                 "idle_cpu_ops": [{"name": n, "count": c} for n, c in step.idle_ops().items()] if trace.has_gpu else [],
                 "cpu_ops": list(cpu_ops.values()),
