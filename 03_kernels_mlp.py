@@ -32,6 +32,7 @@ import torch
 from common.errors import UsageError
 from common.expect import (
     cpu_op_runs,
+    expectations_by_run,
     gemms_launched_by,
     gemms_per_step,
     geglu_kernel,
@@ -46,9 +47,10 @@ from common.liger import SOURCES, require_runnable, resolve_liger_geglu_mlp
 simple_mlp = importlib.import_module("03_simple_mlp")
 
 # Both sides run the same three GEMMs on the same bf16 inputs; they differ only in how the tanh GELU is
-# computed (libdevice's tanh in fp32 vs ATen's), which can flip the last bit of an intermediate value.
-# bf16 keeps 8 significant bits, so such a flip moves an output by about 1 part in 256: we allow torch's
-# own bf16 tolerance (rtol 1.6e-2) plus an absolute floor for outputs near zero.
+# computed (libdevice's tanh vs ATen's, both in fp32), which can flip the last bit of an intermediate value
+# after rounding to bf16. bf16 keeps 8 significant bits, so an output can then land one rounding step away,
+# about 1 part in 256: we allow torch's own bf16 tolerance (rtol 1.6e-2) plus an absolute floor for outputs
+# near zero.
 TOLERANCES = {"bf16": (1.6e-2, 1e-2), "fp16": (1e-3, 1e-3), "fp32": (1e-4, 1e-5)}  # (rtol, atol)
 
 outputs_agree = True  # set by build(); the lesson exits 1 when the hand-tuned layer computes something else
@@ -113,29 +115,40 @@ def check_outputs_agree(mlp, reference, x, dtype_name):
     )
 
 
-def expectations(args, device_type):
-    if device_type != "cuda":  # a CPU trace has ops, not kernels: the three GEMMs still show as aten::mm
-        return [cpu_op_runs("aten::mm", per_step=3), label_recorded("kernels_mlp_fwd", times=3)]
-    return [
-        kernels_per_step(4),
-        gemms_per_step(3),
-        gemms_launched_by("aten::mm"),
-        geglu_kernel(per_step=1),
-        no_separate_kernel_for("gelu", "mul"),
-        same_gemm_kernels_as(
-            simple_mlp_twin,
-            what="03_simple_mlp.py's trace",
-            missing="run 03_simple_mlp.py with the same flags first",
-        ),
-    ]
-
-
 def simple_mlp_twin(path: Path) -> Path:
     """`traces/03_kernels_mlp/64_128_768_3072_pypi_eager.json` -> `traces/03_simple_mlp/64_128_768_3072_eager.json`."""
     parts = path.stem.split("_")
     if len(parts) > 5:
         del parts[4]  # the kernel source, the only part 03_simple_mlp.py's file name does not have
     return path.parent.parent / "03_simple_mlp" / ("_".join(parts) + path.suffix)
+
+
+def same_gemms_as_simple_mlp():
+    return same_gemm_kernels_as(
+        simple_mlp_twin, what="03_simple_mlp.py's trace", missing="run 03_simple_mlp.py with the same flags first"
+    )
+
+
+# Liger's layer is three nn.Linear and one Triton kernel, compiled or not. Without a GPU only a local
+# repository's layer runs (Liger's kernel cannot), so on a CPU we guess only what any GeGLU MLP shows.
+expectations = expectations_by_run(
+    gpu_eager=[
+        kernels_per_step(4),
+        gemms_per_step(3),
+        gemms_launched_by("aten::mm"),
+        geglu_kernel(per_step=1),
+        no_separate_kernel_for("gelu", "mul"),
+        same_gemms_as_simple_mlp(),
+    ],
+    gpu_compiled=[
+        kernels_per_step(4),
+        geglu_kernel(per_step=1),
+        no_separate_kernel_for("gelu", "mul"),
+        same_gemms_as_simple_mlp(),
+    ],
+    cpu_eager=[label_recorded("kernels_mlp_fwd", times=3), cpu_op_runs("aten::mm", per_step=3)],
+    cpu_compiled=[label_recorded("kernels_mlp_fwd", times=3), cpu_op_runs("aten::mm", per_step=3)],
+)
 
 
 if __name__ == "__main__":
