@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import importlib
 import json
+import os
 import socket
 import textwrap
 import time
@@ -108,7 +109,8 @@ def without_liger_kernel(tmp_path: Path) -> dict[str, str]:
     shim = tmp_path / "no_liger_kernel"
     shim.mkdir()
     (shim / "sitecustomize.py").write_text('import sys\nsys.modules["liger_kernel"] = None\n')
-    return {"PYTHONPATH": str(shim)}
+    # In front of what is already there: on a machine that carries packages on PYTHONPATH, they stay.
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(shim), os.environ.get("PYTHONPATH")]))}
 
 
 def lesson(*args, tmp_path, env=None):
