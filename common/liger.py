@@ -12,13 +12,13 @@ folder into the Hugging Face cache. Later versions of the repository dropped the
 stay on `v1`. With `HF_HUB_OFFLINE=1`, `kernels` reads the branch and the build from the cache instead: a
 copy fetched once online keeps working offline.
 
-The same layer can come from two other places, tried in this order by `resolve_liger_geglu_mlp`:
+`resolve_liger_geglu_mlp` knows three sources:
 
 1. the Hub, through `kernels` (the post's path);
 2. a local kernel repository, through the same loader: `LOCAL_KERNELS=kernels-community/liger-kernels=PATH`
-   (the library's own override, consulted before the Hub) or `--kernel_repo PATH`. PATH holds
-   `build/<variant>/metadata.json` and the package (`build/torch-universal/liger_kernels/...`), or is such
-   a variant folder itself;
+   or `--kernel_repo PATH`. PATH holds `build/<variant>/metadata.json` and the package
+   (`build/torch-universal/liger_kernels/...`), or is such a variant folder itself. A repository named this
+   way replaces the Hub, as LOCAL_KERNELS does inside `kernels` (it is read before the Hub);
 3. when the Hub cannot be reached (no network, a firewall, `HF_HUB_OFFLINE=1` with nothing cached), the
    `liger-kernel` package from PyPI, which ships the same `LigerGEGLUMLP` and the same Triton kernel.
 
@@ -159,7 +159,7 @@ def require_runnable(resolved: ResolvedLayer, device: torch.device) -> None:
             f"(kernel source: {resolved.source}); run this on a GPU"
         )
     try:
-        with torch.no_grad():
+        with torch.random.fork_rng(devices=[]), torch.no_grad():  # leave the caller's seed sequence alone
             resolved.build(8, 16)(torch.randn(2, 8))
     except Exception as err:  # noqa: BLE001 - any failure means: cannot run here, and we say why
         if resolved.is_liger_triton_kernel:
