@@ -38,7 +38,8 @@ class FusedGeGLUMLP(nn.Module):
     `load_state_dict` takes its state dict and `from_module` copies one. The kernel reads gate and up weights
     interleaved row by row from one [2 * intermediate, hidden] buffer, `gate_up_weight` (not saved in the state
     dict; it costs as much memory as gate_proj and up_proj together). It is rebuilt whenever those weights
-    change: after load_state_dict, .to(), or any in-place edit (checked through the tensors' version counters).
+    change: after load_state_dict or any in-place edit (the tensors' version counters tell); .to() converts it
+    along with them.
 
     Runs in bfloat16 or float16 on a CUDA GPU (or on the CPU under TRITON_INTERPRET=1); other dtypes raise
     TypeError.
@@ -68,8 +69,9 @@ class FusedGeGLUMLP(nn.Module):
         return fused
 
     def _gate_up_state(self) -> tuple:
-        gate, up = self.gate_proj.weight, self.up_proj.weight
-        return gate.data_ptr(), up.data_ptr(), gate._version, up._version
+        # In-place edits and load_state_dict bump a tensor's version; .to() converts the buffer along with the
+        # weights (same function, same result), and load_state_dict(assign=True) triggers the post-hook.
+        return self.gate_proj.weight._version, self.up_proj.weight._version
 
     @torch.no_grad()
     def refresh_gate_up_weight(self) -> None:
@@ -82,11 +84,12 @@ class FusedGeGLUMLP(nn.Module):
             raise TypeError(f"FusedGeGLUMLP runs in bfloat16 or float16, got {x.dtype}")
         if torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in self.parameters())):
             raise RuntimeError("FusedGeGLUMLP is forward-only: call it under torch.inference_mode() or torch.no_grad()")
+        gate, up, down = self.gate_proj.weight, self.up_proj.weight, self.down_proj.weight
         x2d = x.reshape(-1, x.shape[-1])
         if torch.compiler.is_compiling():
             h = geglu_gemm_op(x2d, self.gate_up_weight)
         else:
-            if self._gate_up_state() != self._gate_up_source:
+            if (gate._version, up._version) != self._gate_up_source:
                 self.refresh_gate_up_weight()
             h = geglu_gemm(x2d, self.gate_up_weight)
-        return F.linear(h, self.down_proj.weight).view(*x.shape[:-1], self.hidden_size)
+        return F.linear(h, down).view(*x.shape[:-1], self.hidden_size)  # cuBLAS

@@ -176,8 +176,8 @@ def _config(bm, bn, bk, stages, warps, group_m=8, **flags):
                          num_stages=stages, num_warps=warps)
 
 
-# Measured on an H200 (bf16, README): at 8192 tokens x 768 -> 3072 the first two run 116-117 us, cuBLAS's
-# two GEMMs without any activation 118-120 us. The tile is 128 x (2 x 128), the largest whose fp32 accumulator
+# Measured on an H200 (bf16, README): at 8192 tokens x 768 -> 3072 the first two configurations run in
+# 116-117 us, cuBLAS's two GEMMs without any activation in 118-120 us. The tile is 128 x (2 x 128), the largest whose fp32 accumulator
 # fits the registers of 8 warps; BLOCK_K 64 with 3-4 stages of 48 KB fills shared memory. The unflattened loop
 # wins when each program gets about one tile (a few hundred tokens); the 64 x (2 x 64) tile when there are fewer.
 TMA_CONFIGS = [
@@ -249,17 +249,15 @@ def uses_tma(x: torch.Tensor, w_gate_up: torch.Tensor, out: torch.Tensor | None 
     return (n * x.element_size()) % 16 == 0 and _tma_compatible(x, w_gate_up)
 
 
-def _tuned(key, candidates, launch):
-    """The fastest of `candidates` for `key`, timed on the first call with this key (CUDA events, median)."""
-    config = _best_config.get(key)
-    if config is None:
-        if len(candidates) == 1:
-            config = candidates[0]
-        else:
-            times = [triton.testing.do_bench(lambda c=c: launch(c), warmup=5, rep=20, return_mode="median")
-                     for c in candidates]
-            config = candidates[times.index(min(times))]
-        _best_config[key] = config
+def _tune(key, candidates, launch):
+    """Time each candidate (CUDA events, median) on the first call with `key`; remember the fastest."""
+    if len(candidates) == 1:
+        config = candidates[0]
+    else:
+        times = [triton.testing.do_bench(lambda c=c: launch(c), warmup=5, rep=20, return_mode="median")
+                 for c in candidates]
+        config = candidates[times.index(min(times))]
+    _best_config[key] = config
     return config
 
 
@@ -318,7 +316,9 @@ def geglu_gemm(
                 num_warps=c.num_warps, num_stages=c.num_stages,
             )
 
-        candidates = [_INTERPRETER_TMA_CONFIG] if INTERPRETING else TMA_CONFIGS
+        def candidates():
+            return [_INTERPRETER_TMA_CONFIG] if INTERPRETING else TMA_CONFIGS
+
     else:
 
         def launch(c):
@@ -330,12 +330,12 @@ def geglu_gemm(
                 num_warps=c.num_warps, num_stages=c.num_stages,
             )
 
-        if INTERPRETING:
-            candidates = [_INTERPRETER_POINTER_CONFIG]
-        elif M <= SMALL_M:
-            candidates = _small_m_configs(max(16, triton.next_power_of_2(M)))
-        else:
-            candidates = POINTER_CONFIGS
+        def candidates():
+            if INTERPRETING:
+                return [_INTERPRETER_POINTER_CONFIG]
+            if M <= SMALL_M:
+                return _small_m_configs(max(16, triton.next_power_of_2(M)))
+            return POINTER_CONFIGS
 
-    launch(config or _tuned(key, candidates, launch))
+    launch(config or _best_config.get(key) or _tune(key, candidates(), launch))
     return h
