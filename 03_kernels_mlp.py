@@ -33,15 +33,15 @@ from common.errors import UsageError
 from common.expect import (
     cpu_op_runs,
     expectations_by_run,
+    geglu_kernel,
     gemms_launched_by,
     gemms_per_step,
-    geglu_kernel,
     kernels_per_step,
     label_recorded,
     no_separate_kernel_for,
     same_gemm_kernels_as,
 )
-from common.lesson import console, run_lesson
+from common.lesson import console, report_output_check, run_lesson
 from common.liger import SOURCES, require_runnable, resolve_liger_geglu_mlp
 
 simple_mlp = importlib.import_module("03_simple_mlp")
@@ -52,9 +52,6 @@ simple_mlp = importlib.import_module("03_simple_mlp")
 # about 1 part in 256: we allow torch's own bf16 tolerance (rtol 1.6e-2) plus an absolute floor for outputs
 # near zero.
 TOLERANCES = {"bf16": (1.6e-2, 1e-2), "fp16": (1e-3, 1e-3), "fp32": (1e-4, 1e-5)}  # (rtol, atol)
-
-outputs_agree = True  # set by build(); the lesson exits 1 when the hand-tuned layer computes something else
-
 
 def add_kernel_flags(parser):
     parser.add_argument(
@@ -100,18 +97,16 @@ def build(args, device, dtype):
 
 
 def check_outputs_agree(mlp, reference, x, dtype_name):
-    """One line: does the hand-tuned layer compute what SimpleGeGLUMLP computes?"""
-    global outputs_agree
+    """One line: does the hand-tuned layer compute what SimpleGeGLUMLP computes? (The lesson exits 1 if not.)"""
     rtol, atol = TOLERANCES[dtype_name]
     with torch.no_grad():
         got, want = mlp(x).float(), reference(x).float()
     diff = (got - want).abs()
-    outputs_agree = bool((diff <= atol + rtol * want.abs()).all())
-    verdict = "[green]agree ✓[/green]" if outputs_agree else "[red]DISAGREE ✗[/red]"
-    console.print(
-        f"output check: LigerGEGLUMLP and SimpleGeGLUMLP {verdict} "
+    agrees = bool((diff <= atol + rtol * want.abs()).all())
+    report_output_check(
+        agrees,
+        f"output check: LigerGEGLUMLP and SimpleGeGLUMLP {'agree' if agrees else 'DISAGREE'} "
         f"(max |Δ| {diff.max().item():.2e}; {dtype_name} tolerance |Δ| ≤ {atol:g} + {rtol:g}·|ref|)",
-        soft_wrap=True,
     )
 
 
@@ -164,4 +159,3 @@ if __name__ == "__main__":
         tag=lambda args: [args.batch, args.seq, args.dim, args.hidden, args.liger.source],
         description=__doc__,
     )
-    raise SystemExit(0 if outputs_agree else 1)

@@ -14,7 +14,7 @@ aten::mul: on the CPU side the fused kernel is a Triton launch, not an ATen op.
 
     uv run 04_fused_mlp.py                                # the post's shape, bf16, on a GPU
     uv run 04_fused_mlp.py --compile                      # same two kernels: the Triton op is opaque to Inductor
-    TRITON_INTERPRET=1 uv run 04_fused_mlp.py --dtype bf16 --batch 2 --seq 4 --dim 64 --hidden 128   # no GPU
+    TRITON_INTERPRET=1 uv run 04_fused_mlp.py --batch 2 --seq 4 --dim 64 --hidden 128   # no GPU
 
 The module is forward-only (inference) and runs in bf16 or fp16. Its first call per shape compiles the kernel
 and times a few launch configurations, outside the profiled steps.
@@ -36,7 +36,7 @@ from common.expect import (
     no_separate_kernel_for,
 )
 from common.fused_mlp import FusedGeGLUMLP
-from common.lesson import console, run_lesson
+from common.lesson import report_output_check, run_lesson
 from common.triton_ops.geglu_gemm import INTERPRETING
 
 simple_mlp = importlib.import_module("03_simple_mlp")
@@ -44,18 +44,12 @@ simple_mlp = importlib.import_module("03_simple_mlp")
 # Triton's interpreter runs every program of the grid in Python: fine for a few tiles, hours for the post's shape.
 INTERPRETER_MAX_MACS = 2**26
 
-outputs_agree = True  # set by build(); the lesson exits 1 when the fused module computes something else
-
-
 def preflight(args, device):
     if device.type != "cuda" and not INTERPRETING:
         raise UsageError(
             "the fused MLP is a Triton kernel: it needs a CUDA GPU, or TRITON_INTERPRET=1 to run it in Triton's "
-            "interpreter on the CPU (tiny sizes, e.g. --dtype bf16 --batch 2 --seq 4 --dim 64 --hidden 128)"
+            "interpreter on the CPU (tiny sizes, e.g. --batch 2 --seq 4 --dim 64 --hidden 128)"
         )
-    if args.dtype not in ("bf16", "fp16"):
-        default = " (the CPU default): add --dtype bf16" if device.type == "cpu" else ""
-        raise UsageError(f"the fused kernel runs in bf16 or fp16, not {args.dtype}{default}")
     macs = args.batch * args.seq * args.dim * args.hidden * 3
     if device.type != "cuda" and macs > INTERPRETER_MAX_MACS:
         raise UsageError(
@@ -78,7 +72,6 @@ def check_outputs_agree(fused, reference, x, dtype_name):
     Both round differently (eager rounds gate, up, their GELU and product to bf16; the fused kernel keeps them in
     fp32 and rounds h once), so neither is the truth: an fp32 run of the same weights is.
     """
-    global outputs_agree
     exact = simple_mlp.SimpleGeGLUMLP(reference.gate_proj.in_features, reference.gate_proj.out_features)
     exact = exact.to(x.device, torch.float32)
     exact.load_state_dict(reference.state_dict())
@@ -86,12 +79,11 @@ def check_outputs_agree(fused, reference, x, dtype_name):
         want = exact(x.float())
         fused_err = (fused(x).float() - want).abs().max().item()
         eager_err = (reference(x).float() - want).abs().max().item()
-    outputs_agree = fused_err <= 2 * eager_err + 1e-6
-    verdict = "[green]✓[/green]" if outputs_agree else "[red]✗ (more than twice eager's error)[/red]"
-    console.print(
+    agrees = fused_err <= 2 * eager_err + 1e-6
+    report_output_check(
+        agrees,
         f"output check against fp32: FusedGeGLUMLP max |Δ| {fused_err:.2e}, SimpleGeGLUMLP ({dtype_name}) "
-        f"{eager_err:.2e} {verdict}",
-        soft_wrap=True,
+        f"{eager_err:.2e}" + ("" if agrees else " (more than twice eager's error)"),
     )
 
 
@@ -124,6 +116,6 @@ if __name__ == "__main__":
             cpu_eager=CPU_EXPECTATIONS,
             cpu_compiled=CPU_EXPECTATIONS,
         ),
+        dtypes=("bf16", "fp16"),
         description=__doc__,
     )
-    raise SystemExit(0 if outputs_agree else 1)

@@ -52,13 +52,21 @@ from typing import Callable
 import torch
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 from common import bench
 from common.cli import ArgumentParser, positive_int
 from common.device import DTYPES, describe_device, dtype_name, pick_device, pick_dtype
 from common.errors import UsageError, exits_cleanly
+from common.files import writable_dir
 
 simple_mlp = importlib.import_module("03_simple_mlp")
 
@@ -598,7 +606,7 @@ def run(argv: list[str] | None) -> list[Row]:
     dtype = pick_dtype(args.dtype, device)
     shapes = args.shapes or [PRESETS[name] for name in DEFAULT_SHAPES[device.type]]
     names = args.variants or list(VARIANTS)
-    out = bench.writable_folder(Path(args.out))
+    out = writable_dir(Path(args.out), "results")
     stem = f"mlp_{device.type}_{dtype_name(dtype)}"
     settings = Settings(device, dtype, args.warmup_ms, args.rep_ms)
     on_gpu = device.type == "cuda"

@@ -18,7 +18,6 @@ import csv
 import io
 import json
 import math
-import os
 import tempfile
 import time
 from dataclasses import dataclass
@@ -27,10 +26,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from common.errors import UsageError
-
-# Kineto logs its own stages on stderr; keep stderr for what the user must read (read when profiling starts).
-os.environ.setdefault("KINETO_LOG_LEVEL", "5")
+from common.files import write_atomically
 
 # --- timing --------------------------------------------------------------------------------------------------
 
@@ -198,25 +194,16 @@ def is_launch(runtime_call: str) -> bool:
     return "Launch" in runtime_call
 
 
-def count_kernels(forward: Callable, inputs: Sequence[torch.Tensor], active: int = 3) -> KernelCounts:
-    """Profile `active` forwards (after one skipped and one warm-up step) and read the trace with traces.py.
+def count_kernels(forward: Callable, inputs: Sequence[torch.Tensor]) -> KernelCounts:
+    """Profile forwards with the lessons' schedule and read the trace back with `common.traces`.
 
-    The same schedule as the lessons. The trace is read by `common.traces`, which assigns each kernel to the
-    step whose CPU side launched it, so a kernel that runs after its step ends still counts for that step.
+    `common.traces` assigns each kernel to the step whose CPU side launched it, so a kernel that runs after its
+    step ends still counts for that step.
     """
-    from torch.profiler import ProfilerActivity, profile, schedule
-
+    from common.profiling import profile_steps
     from common.traces import read_trace
 
-    steps = 2 + active
-    with profile(
-        activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-        schedule=schedule(wait=1, warmup=1, active=active),
-    ) as prof:
-        for step in range(steps):
-            forward(inputs[step % len(inputs)])
-            torch.cuda.synchronize()  # keep each step's GPU work inside the step
-            prof.step()
+    prof = profile_steps(lambda step: forward(inputs[step % len(inputs)]), torch.device("cuda"))
     with tempfile.TemporaryDirectory(prefix="bench-trace-") as folder:
         path = Path(folder) / "trace.json"
         prof.export_chrome_trace(str(path))
@@ -255,32 +242,6 @@ def peak_memory_mib(run: Callable[[], object]) -> float:
 
 
 # --- files ---------------------------------------------------------------------------------------------------
-
-
-def writable_folder(path: Path) -> Path:
-    """Create the results folder and prove we can write there before spending minutes measuring."""
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path, prefix=".probe-"):
-            pass
-    except OSError as err:
-        raise UsageError(f"cannot write results to {path}: {err.strerror or err}") from None
-    return path
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Whole or not at all: a temporary file beside the target, then a rename."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-", suffix=path.suffix)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes 0600 files; results are no secret
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_results(rows: list[dict], meta: dict, json_path: Path, csv_path: Path) -> None:

@@ -29,14 +29,15 @@ def positive_int(text: str) -> int:
     return value
 
 
-def add_common_flags(parser: argparse.ArgumentParser) -> None:
+def add_common_flags(parser: argparse.ArgumentParser, dtypes: tuple[str, ...] = DTYPE_NAMES) -> None:
     """`--compile`, `--dtype`, `--device`, `--trace_dir`: the post's flags plus the two that pick hardware."""
     parser.add_argument("--compile", action="store_true", help="wrap the forward in torch.compile (Inductor)")
+    cpu_default = "fp32" if "fp32" in dtypes else dtypes[0]
     parser.add_argument(
         "--dtype",
-        choices=DTYPE_NAMES,
+        choices=dtypes,
         default=None,
-        help="data type (default: bf16 on a GPU as in the post, fp32 on CPU)",
+        help=f"data type (default: bf16 on a GPU as in the post, {cpu_default} on CPU)",
     )
     parser.add_argument(
         "--device",

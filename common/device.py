@@ -20,10 +20,15 @@ def pick_device(name: str | None = None) -> torch.device:
     return torch.device(name)
 
 
-def pick_dtype(name: str | None, device: torch.device) -> torch.dtype:
-    """bf16 on a GPU (the post's choice), fp32 on CPU (bf16 matmuls there are slow and unrepresentative)."""
+def pick_dtype(name: str | None, device: torch.device, allowed: tuple[str, ...] = tuple(DTYPES)) -> torch.dtype:
+    """bf16 on a GPU (the post's choice), fp32 on CPU (bf16 matmuls there are slow and unrepresentative).
+
+    Code that runs only in some dtypes (a bf16/fp16 Triton kernel) names them in `allowed`; the default is
+    then the first of them that fits the device.
+    """
     if name is None:
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
+        preferred = "bf16" if device.type == "cuda" else "fp32"
+        name = preferred if preferred in allowed else allowed[0]
     try:
         return DTYPES[name]
     except KeyError:

@@ -4,18 +4,14 @@ A lesson gives us a module and its inputs; we do what the post does by hand, the
 
     flags -> device and dtype -> build -> (torch.compile) -> profile 5 steps -> trace + op table -> checks
 
-The profile follows the post: `schedule(wait=1, warmup=1, active=3)`, so step 1 is skipped (it pays for
-lazy initialisation and, with --compile, for compilation), step 2 warms the profiler up, and steps 2..4 of
-`ProfilerStep#` are recorded. Every forward sits under one `record_function` label, so it shows up in the
-trace as a named box with its ops and kernels beneath it.
+The profile is `common.profiling`'s: the post's `schedule(wait=1, warmup=1, active=3)`. Every forward sits
+under one `record_function` label, so it shows up in the trace as a named box with its ops and kernels
+beneath it.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -23,27 +19,32 @@ from typing import Any, Callable, Sequence
 import torch
 from rich.console import Console
 from rich.table import Table
-from torch.profiler import ProfilerActivity, profile, record_function, schedule
+from torch.profiler import profile
 
-from common.cli import ArgumentParser, add_common_flags, positive_int
+from common.cli import DTYPE_NAMES, ArgumentParser, add_common_flags, positive_int
 from common.device import describe_device, dtype_name, pick_device, pick_dtype
-from common.errors import UsageError, exits_cleanly
+from common.errors import exits_cleanly
+from common.expect import announce, check_trace
+from common.files import writable_dir, write_atomically
+from common.profiling import (
+    ACTIVE,
+    STEPS,
+    export_trace,
+    phase,
+    profile_steps,
+    synchronize,
+)
 
-# Kineto logs its own stages and, on a machine without a GPU, a scary "gpuGetDeviceCount failed" ERROR;
-# keep stderr for what the user must read. It reads the variable when the first profile starts.
-os.environ.setdefault("KINETO_LOG_LEVEL", "5")
-
-WAIT, WARMUP, ACTIVE = 1, 1, 3
-STEPS = WAIT + WARMUP + ACTIVE
 TABLE_ROWS = 15
 
 CPU_NOTE = (
     "No GPU here, so this is a CPU profile: the trace has no GPU lane, the 'kernels' are the CPU ops "
-    "themselves (aten::mm, aten::gelu, ...), times are not the post's, and fp32 is the default because "
-    "bf16 matmuls on a CPU are slow."
+    "themselves (aten::mm, aten::gelu, ...), and times are not the post's"
 )
+CPU_FP32_NOTE = "; fp32 is the default because bf16 matmuls on a CPU are slow"
 
 console = Console(highlight=False)
+output_checks_failed = 0  # see report_output_check
 
 Build = Callable[[argparse.Namespace, torch.device, torch.dtype], "tuple[Callable[..., Any], tuple]"]
 
@@ -56,6 +57,7 @@ class LessonRun:
     failed_expectations: int
 
 
+@exits_cleanly
 def run_lesson(
     *,
     script: str,
@@ -67,6 +69,7 @@ def run_lesson(
     extra_flags: Callable[[argparse.ArgumentParser], None] | None = None,
     warm_calls: Callable[[argparse.Namespace], int] | None = None,
     preflight: Callable[[argparse.Namespace, torch.device], None] | None = None,
+    dtypes: tuple[str, ...] = DTYPE_NAMES,
     description: str | None = None,
     argv: Sequence[str] | None = None,
 ) -> LessonRun:
@@ -81,43 +84,30 @@ def run_lesson(
     extra_flags: adds lesson-only flags to the parser.
     warm_calls:  args -> how many forwards to run before the profiler starts (01's --warmup).
     preflight:   (args, device) -> raises UsageError when the lesson cannot run here (GPU-only kernels).
+    dtypes:      the dtypes the lesson's code runs in (a bf16/fp16 kernel narrows --dtype and its default).
     """
-    return exits_cleanly(_run)(
-        script=script,
-        label=label,
-        sizes=sizes,
-        build=build,
-        expect=expect,
-        tag=tag,
-        extra_flags=extra_flags,
-        warm_calls=warm_calls,
-        preflight=preflight,
-        description=description,
-        argv=argv,
-    )
-
-
-def _run(*, script, label, sizes, build, expect, tag, extra_flags, warm_calls, preflight, description, argv):
     name = Path(script).stem
     parser = ArgumentParser(prog=f"{name}.py", description=description)
     for size, default in sizes.items():
         parser.add_argument(f"--{size}", type=positive_int, default=default, help=f"(default: {default})")
-    add_common_flags(parser)
+    add_common_flags(parser, dtypes)
     if extra_flags is not None:
         extra_flags(parser)
     args = parser.parse_args(argv)
 
     device = pick_device(args.device)
-    dtype = pick_dtype(args.dtype, device)
+    dtype_defaulted = args.dtype is None
+    dtype = pick_dtype(args.dtype, device, dtypes)
     args.dtype = dtype_name(dtype)
     if preflight is not None:
         preflight(args, device)
-    out_dir = writable_dir(Path(args.trace_dir) / name)
+    out_dir = writable_dir(Path(args.trace_dir) / name, "traces")
 
     mode = "compile" if args.compile else "eager"
     console.print(f"[bold]{name}[/bold] · {label} · {describe_device(device)} · {args.dtype} · {mode}")
     if device.type == "cpu":
-        console.print(f"[yellow]note:[/yellow] {CPU_NOTE}")
+        fp32_note = CPU_FP32_NOTE if dtype_defaulted and args.dtype == "fp32" else ""
+        console.print(f"[yellow]note:[/yellow] {CPU_NOTE}{fp32_note}.")
 
     torch.manual_seed(0)
     with console.status("building the module and its inputs"):
@@ -128,19 +118,25 @@ def _run(*, script, label, sizes, build, expect, tag, extra_flags, warm_calls, p
     file_tag = trace_tag(tag(args) if tag else list(vars(args)[s] for s in sizes), args, device)
     expectations = expect(args, device.type) if expect is not None else []
     if expectations:
-        from common.expect import announce
-
         announce(expectations, console=console)
 
     with torch.no_grad():
         for _ in range(warm_calls(args) if warm_calls else 0):
             forward(*inputs)
         synchronize(device)
-        prof = profile_forward(forward, inputs, label, device, metadata={"lesson": name, "tag": file_tag})
+        with console.status("profiling") as status:
+            prof = profile_steps(
+                lambda step: forward(*inputs),
+                device,
+                label=label,
+                metadata={"lesson": name, "tag": file_tag},
+                record_shapes=True,  # input shapes per op, in the table and in Perfetto's details pane
+                on_step=lambda step: status.update(f"profiling: step {step + 1}/{STEPS} ({phase(step)})"),
+            )
 
     trace_path = out_dir / f"{file_tag}.json"
     table_path = out_dir / f"{file_tag}.txt"
-    export_trace(prof, trace_path)
+    export_trace(prof, trace_path, trace_name=shown_path(trace_path))
     write_atomically(table_path, op_table_text(prof, device))
     print_op_table(prof, device)
 
@@ -150,12 +146,20 @@ def _run(*, script, label, sizes, build, expect, tag, extra_flags, warm_calls, p
         f"or `uvx trace-util traces -b {args.trace_dir}` for a shareable link"
     )
 
-    failed = 0
-    if expectations:
-        from common.expect import check_trace
-
-        failed = check_trace(expectations, trace_path, device.type)
+    failed = check_trace(expectations, trace_path, device.type) if expectations else 0
+    if output_checks_failed:
+        raise SystemExit(1)  # the trace is written, but the module under study computes the wrong thing
     return LessonRun(trace=trace_path, table=table_path, tag=file_tag, failed_expectations=failed)
+
+
+def report_output_check(agrees: bool, line: str) -> None:
+    """Print a lesson's own correctness check, one line; if it failed, the lesson exits 1 once its trace is out.
+
+    A fast kernel that computes something else is the first thing to rule out before reading its trace.
+    """
+    global output_checks_failed
+    output_checks_failed += not agrees
+    console.print(f"{line} {'[green]✓[/green]' if agrees else '[red]✗[/red]'}", soft_wrap=True)
 
 
 def trace_tag(parts: Sequence[Any], args: argparse.Namespace, device: torch.device) -> str:
@@ -172,86 +176,6 @@ def trace_tag(parts: Sequence[Any], args: argparse.Namespace, device: torch.devi
     if device.type != "cuda":
         parts.append(device.type)
     return "_".join(parts)
-
-
-def writable_dir(path: Path) -> Path:
-    """Create the trace folder and prove we can write there before spending minutes profiling."""
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path, prefix=".probe-"):
-            pass
-    except OSError as err:
-        raise UsageError(f"cannot write traces to {path}: {err.strerror or err}") from None
-    return path
-
-
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def profile_forward(forward, inputs, label: str, device: torch.device, metadata: dict[str, str]) -> profile:
-    """Five forwards under the post's schedule; only the last three are recorded."""
-    activities = [ProfilerActivity.CPU]
-    if device.type == "cuda":
-        activities.append(ProfilerActivity.CUDA)
-    with profile(
-        activities=activities,
-        schedule=schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE),
-        record_shapes=True,
-    ) as prof:
-        with console.status("") as status:
-            for step in range(STEPS):
-                phase = "wait" if step < WAIT else "warmup" if step < WAIT + WARMUP else "active"
-                status.update(f"profiling: step {step + 1}/{STEPS} ({phase})")
-                if step == WAIT + WARMUP:  # Kineto keeps metadata only while it records
-                    for key, value in metadata.items():
-                        prof.add_metadata(key, value)
-                with record_function(label):
-                    forward(*inputs)
-                # Kernels run asynchronously: without this the step would close before its GPU work ends,
-                # and the trace's GPU lane would spill into the next step (or past the last one).
-                synchronize(device)
-                prof.step()
-    return prof
-
-
-def export_trace(prof: profile, path: Path) -> None:
-    """Write the Chrome trace whole or not at all, with no absolute local path inside.
-
-    Kineto stores the export path in `traceName`; we replace it by the path as the user sees it.
-    """
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-", suffix=".json")
-    os.close(fd)
-    try:
-        prof.export_chrome_trace(tmp)
-        with open(tmp, encoding="utf-8") as f:
-            trace = json.load(f)
-        trace["traceName"] = shown_path(path)
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(trace, f)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_atomically(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-", suffix=path.suffix)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp makes 0600 files; a table is no secret
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def current_umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def shown_path(path: Path) -> str:

@@ -17,7 +17,6 @@ import sys
 import pytest
 import torch
 import torch.nn.functional as F
-
 from conftest import ROOT, load_trace, requires_cuda, run_script, stderr_lines
 
 # (tokens, hidden K, intermediate N): one token; K and N odd (no TMA: rows not 16-byte aligned); K = 40 with
@@ -173,12 +172,12 @@ def test_lesson_refuses_fp32_in_one_line(tmp_path):
                         env={"TRITON_INTERPRET": "1"})
     lines = stderr_lines(result)
     assert result.returncode == 2 and len(lines) == 1, result.stderr
-    assert "bf16 or fp16" in lines[0]
+    assert "'fp32'" in lines[0] and "'bf16', 'fp16'" in lines[0]
 
 
 def test_lesson_runs_under_the_interpreter(tmp_path):
-    result = run_script("04_fused_mlp.py", *TINY, "--dtype", "bf16", "--device", "cpu", "--trace_dir", str(tmp_path),
-                        env={"TRITON_INTERPRET": "1"})
+    result = run_script("04_fused_mlp.py", *TINY, "--device", "cpu", "--trace_dir", str(tmp_path),
+                        env={"TRITON_INTERPRET": "1"})  # bf16, the first dtype the kernel runs in
     assert result.returncode == 0, result.stderr
     trace = load_trace(tmp_path / "04_fused_mlp" / "2_3_40_24_eager_cpu.json")
     names = [e["name"] for e in trace["traceEvents"]]

@@ -1,0 +1,41 @@
+"""Files are written whole or not at all, into folders we proved writable before the long work began."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from common.errors import UsageError
+
+
+def writable_dir(path: Path, what: str) -> Path:
+    """Create `path` and prove we can write there, before spending minutes profiling or measuring."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".probe-"):
+            pass
+    except OSError as err:
+        raise UsageError(f"cannot write {what} to {path}: {err.strerror or err}") from None
+    return path
+
+
+def temporary_sibling(path: Path) -> Path:
+    """An empty file beside `path` (same folder, so the final rename is atomic), hidden by its leading dot."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-", suffix=path.suffix)
+    os.close(fd)
+    return Path(tmp)
+
+
+def write_atomically(path: Path, data: str | bytes) -> None:
+    """Write a temporary file beside `path`, then rename it over `path`: readers see the old file or the new."""
+    tmp = temporary_sibling(path)
+    try:
+        tmp.write_bytes(data.encode() if isinstance(data, str) else data)
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes 0600 files; traces and results are no secret
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
