@@ -14,9 +14,17 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+# Real traces from an H200 (torch 2.11, bf16): the post's MLP eager and compiled, and nn.Linear(32, 64).
+H200_EAGER = FIXTURES / "h200" / "mlp_eager.json.gz"
+H200_COMPILED = FIXTURES / "h200" / "mlp_compile.json.gz"
+H200_LINEAR = FIXTURES / "h200" / "linear_eager.json.gz"
 
 if str(ROOT) not in sys.path:  # lessons are importable by name: importlib.import_module("03_simple_mlp")
     sys.path.insert(0, str(ROOT))
+
+from profiled_traces import profile_cpu_mlp  # noqa: E402
+
+from common.traces import read_trace  # noqa: E402  (after the sys.path line above)
 
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -43,3 +51,24 @@ def load_trace(path: Path) -> dict:
 def stderr_lines(result) -> list[str]:
     """The lines a user reads on stderr, without Kineto's own chatter."""
     return [line for line in result.stderr.splitlines() if line.strip() and not line.startswith(("USDT:", "STAGE:"))]
+
+
+@pytest.fixture(scope="session")
+def eager():
+    return read_trace(H200_EAGER)
+
+
+@pytest.fixture(scope="session")
+def compiled():
+    return read_trace(H200_COMPILED)
+
+
+@pytest.fixture(scope="session")
+def linear():
+    return read_trace(H200_LINEAR)
+
+
+@pytest.fixture(scope="session")
+def cpu_trace(tmp_path_factory):
+    """A CPU trace of a tiny GeGLU MLP, profiled as the lessons profile (the path)."""
+    return profile_cpu_mlp(tmp_path_factory.mktemp("cpu") / "64_eager_cpu.json")

@@ -9,13 +9,11 @@ import csv
 import importlib
 import json
 import struct
-from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
-
-from conftest import FIXTURES, run_script, stderr_lines, requires_cuda
+from conftest import FIXTURES, requires_cuda, run_script, stderr_lines
 
 benchmark = importlib.import_module("benchmark_mlp")
 from common import bench  # noqa: E402

@@ -8,35 +8,13 @@ import json
 import shutil
 from pathlib import Path
 
-import pytest
+from conftest import H200_COMPILED as COMPILED
+from conftest import H200_EAGER as EAGER
+from conftest import H200_LINEAR as LINEAR
 from rich.console import Console
 
 from common import expect as ex
 from common.traces import read_trace
-from profiled_traces import profile_cpu_mlp
-
-H200 = Path(__file__).parent / "fixtures" / "h200"
-EAGER, COMPILED, LINEAR = H200 / "mlp_eager.json.gz", H200 / "mlp_compile.json.gz", H200 / "linear_eager.json.gz"
-
-
-@pytest.fixture(scope="module")
-def eager():
-    return read_trace(EAGER)
-
-
-@pytest.fixture(scope="module")
-def compiled():
-    return read_trace(COMPILED)
-
-
-@pytest.fixture(scope="module")
-def linear():
-    return read_trace(LINEAR)
-
-
-@pytest.fixture(scope="module")
-def cpu_trace(tmp_path_factory):
-    return profile_cpu_mlp(tmp_path_factory.mktemp("cpu") / "64_eager_cpu.json")
 
 
 def console() -> Console:

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import ROOT, load_trace, requires_cuda, run_script, stderr_lines
 
 from common.errors import UsageError
-from common.traces import read_trace
 from common.liger import (
     HUB_PROBE_TIMEOUT_S,
     HUB_REPO,
@@ -30,7 +30,7 @@ from common.liger import (
     require_runnable,
     resolve_liger_geglu_mlp,
 )
-from conftest import ROOT, load_trace, requires_cuda, run_script, stderr_lines
+from common.traces import read_trace
 
 SCRIPT = "03_kernels_mlp.py"
 SMALL = ["--batch", "2", "--seq", "3", "--dim", "8", "--hidden", "16"]

@@ -7,7 +7,6 @@ import re
 
 import pytest
 import torch
-
 from conftest import ROOT, load_trace, run_script, stderr_lines
 
 SMALL = {

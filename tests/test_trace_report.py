@@ -10,13 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import H200_COMPILED as COMPILED
+from conftest import H200_EAGER as EAGER
+from conftest import H200_LINEAR as LINEAR
+from conftest import ROOT
 
 from common.trace_report import main
-from profiled_traces import profile_cpu_mlp
-
-ROOT = Path(__file__).resolve().parent.parent
-H200 = ROOT / "tests" / "fixtures" / "h200"
-EAGER, COMPILED, LINEAR = H200 / "mlp_eager.json.gz", H200 / "mlp_compile.json.gz", H200 / "linear_eager.json.gz"
 
 
 def trace_report(*args: str | Path) -> subprocess.CompletedProcess:
@@ -29,11 +28,6 @@ def trace_report(*args: str | Path) -> subprocess.CompletedProcess:
         env=env,
         timeout=60,
     )
-
-
-@pytest.fixture(scope="module")
-def cpu_trace(tmp_path_factory):
-    return profile_cpu_mlp(tmp_path_factory.mktemp("cpu") / "mlp_cpu.json")
 
 
 def test_report_on_the_eager_mlp():

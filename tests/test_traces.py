@@ -8,35 +8,14 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import H200_EAGER as EAGER
+from conftest import H200_LINEAR as LINEAR
+from profiled_traces import profile_cpu_mlp
 
 from common import traces
 from common.errors import UsageError
 from common.kernel_names import decode, is_gemm, short_name, split_fused_ops
 from common.traces import diff, read_trace
-from profiled_traces import profile_cpu_mlp
-
-H200 = Path(__file__).parent / "fixtures" / "h200"
-EAGER, COMPILED, LINEAR = H200 / "mlp_eager.json.gz", H200 / "mlp_compile.json.gz", H200 / "linear_eager.json.gz"
-
-
-@pytest.fixture(scope="module")
-def eager():
-    return read_trace(EAGER)
-
-
-@pytest.fixture(scope="module")
-def compiled():
-    return read_trace(COMPILED)
-
-
-@pytest.fixture(scope="module")
-def linear():
-    return read_trace(LINEAR)
-
-
-@pytest.fixture(scope="module")
-def cpu_trace(tmp_path_factory):
-    return profile_cpu_mlp(tmp_path_factory.mktemp("cpu") / "mlp_cpu.json")
 
 
 @pytest.fixture(scope="module")
