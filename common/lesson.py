@@ -130,7 +130,6 @@ def run_lesson(
                 device,
                 label=label,
                 metadata={"lesson": name, "tag": file_tag},
-                record_shapes=True,  # input shapes per op, in the table and in Perfetto's details pane
                 on_step=lambda step: status.update(f"profiling: step {step + 1}/{STEPS} ({phase(step)})"),
             )
 

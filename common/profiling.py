@@ -43,7 +43,11 @@ def profile_steps(
     record_shapes: bool = False,
     on_step: Callable[[int], None] | None = None,
 ) -> profile:
-    """Call `run_step(step)` for each of the five steps under the profiler, each under `label` if given."""
+    """Call `run_step(step)` for each of the five steps under the profiler, each under `label` if given.
+
+    `record_shapes` stays off by default, as in the post: collecting every op's input shapes costs CPU time
+    per op, enough to turn a GPU-bound step into one that looks overhead-bound in the trace.
+    """
     activities = [ProfilerActivity.CPU]
     if device.type == "cuda":
         activities.append(ProfilerActivity.CUDA)

@@ -656,19 +656,27 @@ def verdict(trace: Trace) -> Verdict:
             cpu,
         )
     busy = sum(s.gpu_busy_us for s in steps) / len(steps)
-    work = list(trace.gpu_work())
-    found = gaps(work, min_us=1.0)
-    window = max(w.ts + w.dur for w in work) - min(w.ts for w in work)
+    # Idle time counts step by step, over what Perfetto shows as the step: its CPU box and the GPU work it
+    # launched. The stretch between two steps belongs to the profiling loop (prof.step()), not to the code.
+    window = sum(
+        max(s.ts + s.dur, *(w.ts + w.dur for w in s.gpu)) - min(s.ts, *(w.ts for w in s.gpu))
+        for s in steps
+        if s.gpu
+    )
+    found = [gap for s in steps for gap in gaps(s.gpu, min_us=1.0)]
     idle = max(0.0, 1.0 - busy * len(steps) / window) if window > 0 else 0.0
     ratio = busy / cpu if cpu > 0 else float("inf")
     numbers = (
         f"GPU busy {busy:,.1f} µs per step against {cpu:,.1f} µs of CPU time per step ({ratio:.0%}); "
-        f"the GPU idles {idle:.0%} of its active window ({len(found)} gaps over 1 µs"
+        f"the GPU idles {idle:.0%} of each step ({len(found)} gaps over 1 µs between kernels"
         + (f", the longest {max(found):,.1f} µs)" if found else ")")
     )
     if ratio < 1.0:
         kind = "overhead-bound"
-        why = "the CPU takes longer to issue the work than the GPU takes to run it, so the GPU waits"
+        why = (
+            "the CPU takes longer to issue the work than the GPU takes to run it, so the GPU waits "
+            "(the profiler itself adds CPU time to every op: time the code without it before concluding)"
+        )
     else:
         kind = "compute-bound"
         why = "the GPU's kernels take longer than the CPU needs to launch them, so launch overhead hides"
