@@ -18,15 +18,24 @@ class ArgumentParser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
-def positive_int(text: str) -> int:
-    """A size: a whole number above zero."""
+def _whole_number(text: str, least: int, what: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {value}")
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if value < least:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """A size: a whole number above zero."""
+    return _whole_number(text, 1, "a positive whole number")
+
+
+def count_or_zero(text: str) -> int:
+    """A count that may be 0 (what 0 means is the flag's to say)."""
+    return _whole_number(text, 0, "a whole number, 0 or more")
 
 
 def add_common_flags(parser: argparse.ArgumentParser, dtypes: tuple[str, ...] = DTYPE_NAMES) -> None:

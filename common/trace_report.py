@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from common.cli import ArgumentParser
+from common.cli import ArgumentParser, count_or_zero
 from common.errors import exits_cleanly
 from common.kernel_names import decode
 from common.traces import Step, Trace, TraceDiff, diff, read_trace
@@ -49,7 +49,7 @@ def build_parser() -> ArgumentParser:
     )
     parser.add_argument(
         "--rows",
-        type=_rows_flag,
+        type=count_or_zero,
         default=DEFAULT_ROWS,
         help=f"rows per table; 0 for all (default: {DEFAULT_ROWS})",
     )
@@ -314,26 +314,9 @@ def _steps_flag(text: str) -> int | None:
     if text == "all":
         return None
     try:
-        value = int(text)
-    except ValueError:
-        raise _arg_error(f"expected a number or 'all', got {text!r}") from None
-    if value < 0:
-        raise _arg_error(f"expected a number of steps (0 or more), got {value}")
-    return value
-
-
-def _rows_flag(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise _arg_error(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise _arg_error(f"expected 0 (all) or more, got {value}")
-    return value
-
-
-def _arg_error(message: str) -> Exception:
-    return argparse.ArgumentTypeError(message)
+        return count_or_zero(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected a number of steps (0 or more) or 'all', got {text!r}") from None
 
 
 def _width() -> int | None:
