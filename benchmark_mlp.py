@@ -22,7 +22,7 @@ shape and variant, in this order (`measure()` follows it step by step):
 1. The first call, timed on its own: compilation, autotuning and JIT happen here, never in the timed runs.
 2. Warm-up forwards, and the peak memory they take (torch.cuda.max_memory_allocated above what was allocated).
 3. Correct first: the output is compared with the same MLP in fp32. A variant that disagrees is WRONG, not timed.
-4. GPU time per forward with CUDA events (triton's do_bench), L2 flushed before each call: median, p20-p80.
+4. GPU time per forward with CUDA events, L2 flushed and the CPU's issue time hidden: median, p20-p80.
 5. Back to back: forwards in a loop, as a decode loop runs them, and what each costs the CPU to issue.
 6. Kernels and launches per forward, from a short torch.profiler run read with `common/traces.py`.
 
@@ -390,7 +390,7 @@ def measure(variant: Variant, shape: Shape, mlp: torch.nn.Module, check: Check, 
 
             if on_gpu:
                 # 4. GPU time, L2 flushed before each call.
-                status(f"{shape.name} · {variant.name}: timing (do_bench)")
+                status(f"{shape.name} · {variant.name}: timing (CUDA events)")
                 timing = bench.gpu_timing(next_forward, settings.warmup_ms, settings.rep_ms)
 
                 # 5. Back to back, with a warm L2 and the CPU in the loop.
@@ -615,8 +615,8 @@ def run(argv: list[str] | None) -> list[Row]:
                   f"{len(names)} variants × {len(shapes)} shapes")
     console.print(
         "[dim]" + (
-            "GPU µs: triton.testing.do_bench, CUDA events around each forward, L2 flushed (256 MB memset) before "
-            "each; loop µs: CUDA events around forwards issued back to back (L2 warm); CPU µs: host time to issue "
+            "GPU µs: CUDA events around each forward, after a 256 MB memset (L2 flushed) and a spin kernel that "
+            "hides the CPU's issue time; loop µs: CUDA events around forwards issued back to back (L2 warm); CPU µs: host time to issue "
             "one forward in that loop. "
             if on_gpu else
             "µs: time.perf_counter around each forward (the CPU runs it). No GPU: no kernels, launches or GPU memory. "
@@ -719,7 +719,7 @@ def run_metadata(device, dtype, shapes, names, settings, argv) -> dict:
             for s in shapes
         ],
         "timer": (
-            "time_us: triton.testing.do_bench (CUDA events per forward, L2 flushed before each); loop_us: CUDA "
+            "time_us: CUDA events per forward, L2 flushed and the GPU held until the forward is queued; loop_us: CUDA "
             "events around back-to-back forwards; cpu_us: host time per forward in that loop"
             if device.type == "cuda" else "time_us: time.perf_counter per forward"
         ),

@@ -15,6 +15,7 @@ and then `write_results` (JSON and CSV) and `plot_speedups` (PNG).
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import math
@@ -60,23 +61,66 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
+L2_FLUSH_BYTES = 256 << 20  # five times the 50-60 MB L2 of an H100 or H200, as triton's do_bench uses
+
+
 def gpu_timing(fn: Callable[[], object], warmup_ms: int, rep_ms: int) -> Timing:
-    """Triton's `do_bench`: CUDA events around every call, the L2 cache flushed before each one.
+    """CUDA events around every call, the L2 cache flushed before each one and the CPU's issue time hidden.
 
-    do_bench runs `fn` for `warmup_ms` first, then times calls one by one for about `rep_ms`. Before each timed
-    call it zeroes a 256 MB buffer, five times the 50 MB L2 of an H100 or H200, so weights and inputs
-    come from HBM every time, as they do in a real model where the other layers have evicted them. The events
-    measure GPU time only: the CPU, which issues the next call while the flush runs, is mostly hidden here;
-    `back_to_back` is the measurement that shows it.
+    Like triton's `do_bench`, each timed call comes after a 256 MB memset, so weights and inputs come from HBM,
+    as in a real model where the other layers have evicted them. Unlike it, when issuing a call takes the CPU
+    longer than the memset takes the GPU (a decode step: tens of µs of Python and launches for a few µs of
+    kernels), a spin kernel (`torch.cuda._sleep`) holds the GPU for the difference, so the start event and the
+    call's kernels are all queued before the GPU reaches them and the events measure GPU time only. Without
+    it, such calls are timed at the CPU's pace, and noisily. The hold is no longer than needed: idle time
+    between calls lets a power-limited GPU (an H200 at the post's shapes) clock higher than it would under
+    sustained load. `back_to_back` is the measurement that includes the CPU.
     """
-    from triton.testing import do_bench
+    flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device="cuda")
+    fn()  # warm: lazy initialisation, allocator
+    torch.cuda.synchronize()
+    issue_us, flush_us, call_s = [], [], []
+    for _ in range(5):
+        before, after = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        before.record()
+        flush.zero_()
+        after.record()
+        start = time.perf_counter()
+        fn()
+        issue_us.append((time.perf_counter() - start) * 1e6)  # the CPU's side: the call returns once queued
+        torch.cuda.synchronize()
+        call_s.append(time.perf_counter() - start)
+        flush_us.append(before.elapsed_time(after) * 1e3)
+    hold_us = max(0.0, 1.5 * percentile(issue_us, 50) + 10 - percentile(flush_us, 50))
+    hold_cycles = int(spin_cycles_per_us() * hold_us)
+    calls = max(5, min(1000, int(rep_ms / 1e3 / max(percentile(call_s, 50), 1e-6))))
+    end = time.perf_counter() + warmup_ms / 1e3
+    while time.perf_counter() < end:
+        fn()
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(calls)]
+    for before, after in events:
+        flush.zero_()
+        if hold_cycles:
+            torch.cuda._sleep(hold_cycles)
+        before.record()
+        fn()
+        after.record()
+    torch.cuda.synchronize()
+    return Timing.from_us([before.elapsed_time(after) * 1e3 for before, after in events])
 
-    try:
-        times_ms = do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="all")
-    except AssertionError:  # an older Triton without return_mode="all": its quantiles, count unknown
-        median, p20, p80 = do_bench(fn, warmup=warmup_ms, rep=rep_ms, quantiles=[0.5, 0.2, 0.8])
-        return Timing(median * 1e3, p20 * 1e3, p80 * 1e3, 0)
-    return Timing.from_us([t * 1e3 for t in times_ms])
+
+@functools.lru_cache(maxsize=None)
+def spin_cycles_per_us() -> float:
+    """How many `torch.cuda._sleep` cycles make a microsecond on this GPU (its clock, measured once)."""
+    cycles = 2_000_000
+    before, after = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(cycles)  # first launch out of the way
+    before.record()
+    torch.cuda._sleep(cycles)
+    after.record()
+    torch.cuda.synchronize()
+    return cycles / (before.elapsed_time(after) * 1e3)
 
 
 def cpu_timing(fn: Callable[[], object], warmup_ms: int, rep_ms: int, min_samples: int = 5) -> Timing:
