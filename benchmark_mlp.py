@@ -636,7 +636,7 @@ def run(argv: list[str] | None) -> list[Row]:
         c = settings.ceilings
         meta["ceilings"] = asdict(c)
         progress.console.print(
-            f"ceilings: {c.matmul_size}³ {dtype_name(dtype)} GEMM {c.matmul_tflops:,.3g} TFLOP/s · "
+            f"ceilings: {c.matmul_size}³ {dtype_name(dtype)} GEMM {c.matmul_tflops:,.3g} TFLOP/s (a short burst) · "
             f"copy {c.copy_gb_per_s:,.0f} GB/s (read + write)"
         )
         progress.advance(task)
