@@ -94,9 +94,11 @@ def gpu_timing(fn: Callable[[], object], warmup_ms: int, rep_ms: int) -> Timing:
         flush_us.append(before.elapsed_time(after) * 1e3)
     hold_us = max(0.0, 1.5 * percentile(issue_us, 50) + 10 - percentile(flush_us, 50))
     hold_cycles = int(spin_cycles_per_us() * hold_us)
-    calls = max(5, min(1000, int(rep_ms / 1e3 / max(percentile(call_s, 50), 1e-6))))
-    end = time.perf_counter() + warmup_ms / 1e3
-    while time.perf_counter() < end:
+    # Counts of calls from the GPU time they take, as do_bench does: a loop bounded by the CPU's clock would
+    # queue seconds of work for a large shape and time it on a GPU already throttled by its power limit.
+    call = max(percentile(call_s, 50), 1e-6)
+    calls = max(5, min(1000, int(rep_ms / 1e3 / call)))
+    for _ in range(max(1, int(warmup_ms / 1e3 / call))):
         fn()
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(calls)]
     for before, after in events:
@@ -206,10 +208,9 @@ def measure_ceilings(device: torch.device, dtype: torch.dtype, warmup_ms: int, r
     n = 8192 if on_gpu else (1024 if dtype == torch.float32 else 512)
     a = torch.randn(n, n, device=device, dtype=dtype)
     b = torch.randn(n, n, device=device, dtype=dtype)
-    # The peak rate, measured in a short burst on a rested GPU. Under sustained load a GPU at its power limit
-    # clocks down (an H200 at 700 W: ~800 TFLOP/s for the first tens of ms of 8192³ GEMMs, ~680 after a
-    # second), and a variant timed with pauses between calls sits in between; against the sustained rate,
-    # shares would pass 100%.
+    # The peak rate, measured in a short burst. Under sustained load a GPU at its power limit clocks down
+    # (an H200 at 700 W: about 800 TFLOP/s for the first tens of ms of 8192³ GEMMs, about 680 after a
+    # second), while a variant timed with a flush between calls sits in between.
     matmul_us = timing(lambda: torch.mm(a, b), warmup_ms, min(rep_ms, CEILING_BURST_MS)).p20_us
     del a, b
     nbytes = (1 << 30) if on_gpu else (64 << 20)
