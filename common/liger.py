@@ -249,35 +249,40 @@ def _local_kernels_override() -> Path | None:
 
 def _from_local_kernels(path: Path) -> ResolvedLayer:
     """Through `get_kernel`, exactly as the post calls it: `kernels` finds the override before the Hub."""
-    kernels = _import_kernels_for_local()
-    _require_dir(path, f"LOCAL_KERNELS maps {HUB_REPO} to {path}")
-    try:
-        with _quiet_kernels_log():
-            module = kernels.get_kernel(HUB_REPO, version=HUB_VERSION)
-    except Exception as err:  # noqa: BLE001
-        raise UsageError(f"cannot load the kernel repository {path} (LOCAL_KERNELS): {_local_failure(err)}") from None
-    return ResolvedLayer(
-        layer_class=_layer_class(module, where=str(path)),
-        source="local",
-        origin=f"{path} via kernels {kernels.__version__}",
+    return _from_local(
+        path,
+        lambda kernels: kernels.get_kernel(HUB_REPO, version=HUB_VERSION),
+        named_by="LOCAL_KERNELS",
+        described=f"LOCAL_KERNELS maps {HUB_REPO} to {path}",
         reason=f"LOCAL_KERNELS maps {HUB_REPO} there",
     )
 
 
 def _from_kernel_repo(path: Path) -> ResolvedLayer:
     """Through `get_local_kernel`, the same loader with the path given directly."""
+    return _from_local(
+        path,
+        lambda kernels: kernels.get_local_kernel(path),
+        named_by="--kernel_repo",
+        described=f"--kernel_repo {path}",
+        reason="asked for with --kernel_repo",
+    )
+
+
+def _from_local(path: Path, load, *, named_by: str, described: str, reason: str) -> ResolvedLayer:
+    """A local kernel repository through `load(kernels)`; any failure is one line naming the path and the flag."""
     kernels = _import_kernels_for_local()
-    _require_dir(path, f"--kernel_repo {path}")
+    _require_dir(path, described)
     try:
         with _quiet_kernels_log():
-            module = kernels.get_local_kernel(path)
+            module = load(kernels)
     except Exception as err:  # noqa: BLE001
-        raise UsageError(f"cannot load the kernel repository {path} (--kernel_repo): {_local_failure(err)}") from None
+        raise UsageError(f"cannot load the kernel repository {path} ({named_by}): {_local_failure(err)}") from None
     return ResolvedLayer(
         layer_class=_layer_class(module, where=str(path)),
         source="local",
         origin=f"{path} via kernels {kernels.__version__}",
-        reason="asked for with --kernel_repo",
+        reason=reason,
     )
 
 
