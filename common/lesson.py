@@ -26,14 +26,7 @@ from common.device import describe_device, dtype_name, pick_device, pick_dtype
 from common.errors import exits_cleanly
 from common.expect import announce, check_trace
 from common.files import writable_dir, write_atomically
-from common.profiling import (
-    ACTIVE,
-    STEPS,
-    export_trace,
-    phase,
-    profile_steps,
-    synchronize,
-)
+from common.profiling import ACTIVE, STEPS, export_trace, profile_steps, synchronize
 
 TABLE_ROWS = 15
 
@@ -124,14 +117,15 @@ def run_lesson(
         for _ in range(warm_calls(args) if warm_calls else 0):
             forward(*inputs)
         synchronize(device)
-        with console.status("profiling") as status:
-            prof = profile_steps(
-                lambda step: forward(*inputs),
-                device,
-                label=label,
-                metadata={"lesson": name, "tag": file_tag},
-                on_step=lambda step: status.update(f"profiling: step {step + 1}/{STEPS} ({phase(step)})"),
-            )
+        # No spinner while profiling: its refresh thread would take the GIL inside the recorded steps and
+        # show up as CPU time the forward never spent.
+        compiling = "the first compiles the forward, " if args.compile else ""
+        console.print(
+            f"profiling {STEPS} forwards: {compiling}the last {ACTIVE} are recorded "
+            f"(ProfilerStep#{STEPS - ACTIVE}..#{STEPS - 1})"
+        )
+        prof = profile_steps(lambda step: forward(*inputs), device, label=label,
+                             metadata={"lesson": name, "tag": file_tag})
 
     trace_path = out_dir / f"{file_tag}.json"
     table_path = out_dir / f"{file_tag}.txt"

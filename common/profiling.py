@@ -25,10 +25,6 @@ WAIT, WARMUP, ACTIVE = 1, 1, 3
 STEPS = WAIT + WARMUP + ACTIVE
 
 
-def phase(step: int) -> str:
-    return "wait" if step < WAIT else "warmup" if step < WAIT + WARMUP else "active"
-
-
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -41,7 +37,6 @@ def profile_steps(
     label: str | None = None,
     metadata: dict[str, str] | None = None,
     record_shapes: bool = False,
-    on_step: Callable[[int], None] | None = None,
 ) -> profile:
     """Call `run_step(step)` for each of the five steps under the profiler, each under `label` if given.
 
@@ -57,8 +52,6 @@ def profile_steps(
         record_shapes=record_shapes,
     ) as prof:
         for step in range(STEPS):
-            if on_step is not None:
-                on_step(step)
             if step == WAIT + WARMUP:  # Kineto keeps metadata only while it records
                 for key, value in (metadata or {}).items():
                     prof.add_metadata(key, value)
