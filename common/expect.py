@@ -17,6 +17,7 @@ eager trace where a compiled one was expected, ...) it says so. Each constructor
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -72,6 +73,18 @@ class Expectation:
 
     def check(self, trace: Trace) -> Outcome:
         return self.check_fn(trace)
+
+
+def _needs_gpu(check: Callable[[Trace], Outcome]) -> Callable[[Trace], Outcome]:
+    """A kernel expectation: on a trace without a GPU lane it fails, with the reason, before looking for kernels."""
+
+    @functools.wraps(check)
+    def guarded(trace: Trace) -> Outcome:
+        if not trace.has_gpu:
+            return Outcome(False, "no kernels at all", NO_GPU)
+        return check(trace)
+
+    return guarded
 
 
 # --- what the harness calls ----------------------------------------------------------------------------------
@@ -134,9 +147,8 @@ def expectations_by_run(
 def kernels_per_step(n: int) -> Expectation:
     """Every step launches exactly `n` kernels (memsets and memcpys are not kernels)."""
 
+    @_needs_gpu
     def check(trace: Trace) -> Outcome:
-        if not trace.has_gpu:
-            return Outcome(False, "no kernels at all", NO_GPU)
         counts = [len(step.kernels) for step in trace.steps]
         evidence = f"{_per_step_counts(counts, trace)}: {_names_of(trace.steps[0].kernels)}"
         others = Counter(w.kind for w in trace.steps[0].gpu if w.kind != "kernel")
@@ -154,9 +166,8 @@ def kernels_per_step(n: int) -> Expectation:
 def gemms_per_step(n: int) -> Expectation:
     """Every step runs exactly `n` GEMM kernels (cuBLAS, CUTLASS, nvjet, Inductor templates)."""
 
+    @_needs_gpu
     def check(trace: Trace) -> Outcome:
-        if not trace.has_gpu:
-            return Outcome(False, "no kernels at all", NO_GPU)
         counts = [len(step.gemms) for step in trace.steps]
         evidence = f"{_per_step_counts(counts, trace)}: {_names_of(trace.steps[0].gemms) or 'no GEMM'}"
         ok = all(c == n for c in counts)
@@ -170,9 +181,8 @@ def no_separate_kernel_for(*ops: str) -> Expectation:
     """No kernel computes one of `ops` on its own (a fused kernel that computes it with others is fine)."""
     listed = _or(ops)
 
+    @_needs_gpu
     def check(trace: Trace) -> Outcome:
-        if not trace.has_gpu:
-            return Outcome(False, "no kernels at all", NO_GPU)
         alone = [w for w in trace.steps[0].kernels if len(decode(w.name).compute_ops) == 1 and decode(w.name).compute_ops[0] in ops]
         if not alone:
             return Outcome(True, f"none of the {len(trace.steps[0].kernels)} kernels per step computes {listed} alone: {_names_of(trace.steps[0].kernels)}")
@@ -186,9 +196,8 @@ def fused_pointwise_kernel(*ops: str) -> Expectation:
     """One Inductor Triton pointwise kernel per step computes all of `ops` (`triton_poi_fused_..._gelu_mul_0`)."""
     listed = _and(ops)
 
+    @_needs_gpu
     def check(trace: Trace) -> Outcome:
-        if not trace.has_gpu:
-            return Outcome(False, "no kernels at all", NO_GPU)
         per_step = [
             [w for w in step.kernels if decode(w.name).inductor_kind == "pointwise" and set(ops) <= set(decode(w.name).ops)]
             for step in trace.steps
@@ -263,9 +272,8 @@ def gemms_launched_by(*ops: str) -> Expectation:
     """Every GEMM kernel is launched from inside one of `ops` (`aten::mm`, `aten::addmm`)."""
     listed = _or(ops)
 
+    @_needs_gpu
     def check(trace: Trace) -> Outcome:
-        if not trace.has_gpu:
-            return Outcome(False, "no kernels at all", NO_GPU)
         gemms = [w for w in trace.gpu_work() if w.is_gemm]
         if not gemms:
             return Outcome(False, "no GEMM kernel in the trace")
@@ -280,9 +288,8 @@ def bias_in_gemm_epilogue(op: str = "aten::addmm") -> Expectation:
     """The bias add happens inside the GEMM: `op` launches one kernel, a GEMM (nvjet's `_bias_`, CUTLASS's
     epilogue, or simply no second kernel)."""
 
+    @_needs_gpu
     def check(trace: Trace) -> Outcome:
-        if not trace.has_gpu:
-            return Outcome(False, "no kernels at all", NO_GPU)
         calls = [o for step in trace.steps for o in step.ops if o.name == op]
         if not calls:
             return Outcome(False, f"no {op} in the trace")
@@ -322,9 +329,8 @@ def launches_nothing(op: str) -> Expectation:
 def op_launches(op: str, kernels: int = 1) -> Expectation:
     """Each call of `op` launches exactly `kernels` kernels (its children's included): `aten::add` one."""
 
+    @_needs_gpu
     def check(trace: Trace) -> Outcome:
-        if not trace.has_gpu:
-            return Outcome(False, "no kernels at all", NO_GPU)
         calls = [o for step in trace.steps for o in step.ops if o.name == op]
         if not calls:
             return Outcome(False, f"no {op} in the trace", COMPILED_NO_VIEW_OPS if _is_compiled(trace) and op in VIEW_LIKE else None)
@@ -340,9 +346,8 @@ def kernel_matching(pattern: str, per_step: int | None = 1, text: str | None = N
     """A kernel whose name matches `pattern` (a regex, case-insensitive) runs `per_step` times per step."""
     regex = re.compile(pattern, re.IGNORECASE)
 
+    @_needs_gpu
     def check(trace: Trace) -> Outcome:
-        if not trace.has_gpu:
-            return Outcome(False, "no kernels at all", NO_GPU)
         per = [[w for w in step.kernels if regex.search(w.name)] for step in trace.steps]
         counts = [len(found) for found in per]
         if not any(counts):
@@ -369,9 +374,8 @@ def runtime_calls_per_gemm(*names: str) -> Expectation:
     then cudaLaunchKernel). On Hopper this is a ✗ with its known reason."""
     names = names or (OCCUPANCY_QUERY, "cudaLaunchKernel")
 
+    @_needs_gpu
     def check(trace: Trace) -> Outcome:
-        if not trace.has_gpu:
-            return Outcome(False, "no GPU work at all", NO_GPU)
         # The last name launches each GEMM; the others (an occupancy query) come before, once per GEMM.
         gemm_calls = Counter(w.runtime or "(none)" for w in trace.steps[0].gemms)
         step_calls = trace.steps[0].launch_counts()
