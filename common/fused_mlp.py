@@ -84,12 +84,11 @@ class FusedGeGLUMLP(nn.Module):
             raise TypeError(f"FusedGeGLUMLP runs in bfloat16 or float16, got {x.dtype}")
         if torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in self.parameters())):
             raise RuntimeError("FusedGeGLUMLP is forward-only: call it under torch.inference_mode() or torch.no_grad()")
-        gate, up, down = self.gate_proj.weight, self.up_proj.weight, self.down_proj.weight
         x2d = x.reshape(-1, x.shape[-1])
         if torch.compiler.is_compiling():
             h = geglu_gemm_op(x2d, self.gate_up_weight)
         else:
-            if (gate._version, up._version) != self._gate_up_source:
+            if self._gate_up_state() != self._gate_up_source:
                 self.refresh_gate_up_weight()
             h = geglu_gemm(x2d, self.gate_up_weight)
-        return F.linear(h, down).view(*x.shape[:-1], self.hidden_size)  # cuBLAS
+        return F.linear(h, self.down_proj.weight).view(*x.shape[:-1], self.hidden_size)  # cuBLAS
