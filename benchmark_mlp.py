@@ -67,6 +67,7 @@ from common.cli import ArgumentParser, positive_int
 from common.device import DTYPES, describe_device, dtype_name, pick_device, pick_dtype
 from common.errors import UsageError, exits_cleanly
 from common.files import writable_dir
+from common.profiling import synchronize
 
 simple_mlp = importlib.import_module("03_simple_mlp")
 
@@ -330,11 +331,6 @@ LOOP_TARGET_US = 10_000  # one back-to-back loop runs about this long, in at mos
 LOOP_CALLS = 100  # a few hundred launches, well under the ~1000 a stream queues before the CPU has to wait
 
 
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def rotating_inputs(shape: Shape, device, dtype) -> list[torch.Tensor]:
     size = shape.tokens * shape.dim * torch.tensor([], dtype=dtype).element_size()
     count = max(2, min(16, math.ceil(ROTATE_BYTES / size))) if device.type == "cuda" else 2
@@ -365,7 +361,7 @@ def measure(variant: Variant, shape: Shape, mlp: torch.nn.Module, check: Check, 
             status(f"{shape.name} · {variant.name}: first call" + (" (compiling)" if variant.compiles else ""))
             start = time.perf_counter()
             forward(inputs[0])
-            sync(device)
+            synchronize(device)
             row.first_call_s = time.perf_counter() - start
 
             # 2. Warm-up and peak memory (reduce-overhead records its CUDA graph during these calls).
