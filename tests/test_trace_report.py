@@ -4,30 +4,21 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import H200_COMPILED as COMPILED
 from conftest import H200_EAGER as EAGER
 from conftest import H200_LINEAR as LINEAR
-from conftest import ROOT
+from conftest import run_script
 
 from common.trace_report import main
 
 
 def trace_report(*args: str | Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COLUMNS": "160"}
-    return subprocess.run(
-        [sys.executable, "-m", "common.trace_report", *map(str, args)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
+    """`python -m common.trace_report ARGS` from the repo root, as a user runs it."""
+    return run_script("-m", "common.trace_report", *map(str, args), timeout=60)
 
 
 def test_report_on_the_eager_mlp():
