@@ -406,7 +406,7 @@ def _xmma(name: str, core: str) -> KernelName | None:
 
 def _cublas_helper(name: str, core: str) -> KernelName | None:
     # A GEMM split along K writes partial sums that a second kernel adds up: one GEMM, two kernels.
-    if core.startswith("splitKreduce_kernel"):
+    if _base_function(core) == "splitKreduce_kernel":  # `cublasLt::splitKreduce_kernel<...>(...)` in traces
         return KernelName(name, "splitKreduce_kernel", "cuBLAS", False, ("split-K reduce",), (("role", "adds a split-K GEMM's partial sums"),))
     return None
 

@@ -14,10 +14,12 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-# Real traces from an H200 (torch 2.11, bf16): the post's MLP eager and compiled, and nn.Linear(32, 64).
+# Real traces from an H200 (torch 2.11, bf16): the post's MLP eager and compiled, nn.Linear(32, 64), and
+# 04_fused_mlp.py at 8 tokens (cuBLAS splits the down projection's K there: a GEMM and a splitKreduce_kernel).
 H200_EAGER = FIXTURES / "h200" / "mlp_eager.json.gz"
 H200_COMPILED = FIXTURES / "h200" / "mlp_compile.json.gz"
 H200_LINEAR = FIXTURES / "h200" / "linear_eager.json.gz"
+H200_FUSED_DECODE = FIXTURES / "h200" / "fused_decode.json.gz"
 
 if str(ROOT) not in sys.path:  # lessons are importable by name: importlib.import_module("03_simple_mlp")
     sys.path.insert(0, str(ROOT))

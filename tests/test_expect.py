@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import importlib
 import io
 import json
 import shutil
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from conftest import H200_COMPILED as COMPILED
 from conftest import H200_EAGER as EAGER
+from conftest import H200_FUSED_DECODE as FUSED_DECODE
 from conftest import H200_LINEAR as LINEAR
 from rich.console import Console
 
@@ -111,6 +113,18 @@ def test_hopper_launches_differ_from_the_posts_a100(linear, tmp_path):
 
     a100 = read_trace(edited(LINEAR, tmp_path / "a100.json", like_a100))
     assert ex.runtime_calls_per_gemm().check(a100).ok is True
+
+
+def test_fused_lesson_at_decode_meets_a_split_k_down_projection_and_says_why():
+    """04_fused_mlp.py at 8 tokens on the H200: cuBLAS splits K of the down projection, so 3 kernels, not 2."""
+    lesson = importlib.import_module("04_fused_mlp")
+    out = console()
+    failed = ex.check_trace(lesson.GPU_EXPECTATIONS, FUSED_DECODE, "cuda", console=out)
+    text = out.file.getvalue()
+    assert failed == 1
+    assert "3 in each of 3 steps" in text and "splitKreduce_kernel" in text
+    assert f"known reason: {ex.SPLIT_K}" in text
+    assert ex.gemms_per_step(1).check(read_trace(FUSED_DECODE)).ok  # the reduce is not a second GEMM
 
 
 def test_bias_outside_the_epilogue_is_two_kernels(tmp_path):
