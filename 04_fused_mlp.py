@@ -10,7 +10,9 @@ instead of five (or four compiled).
 
 What to look for in the trace, per step under `fused_mlp_fwd`: one `_geglu_gemm_tma_kernel` (Triton; on GPUs
 before Hopper, or for a handful of tokens, `_geglu_gemm_kernel`) and one cuBLAS GEMM. No aten::gelu, no
-aten::mul: on the CPU side the fused kernel is a Triton launch, not an ATen op.
+aten::mul: on the CPU side the fused kernel is a Triton launch, not an ATen op. At a handful of tokens
+(`--batch 8 --seq 1`) the count reads 3: cuBLAS splits the down projection along K into a `splitK` GEMM and a
+`splitKreduce_kernel` that adds the partial sums, and the check says so.
 
     uv run 04_fused_mlp.py                                # the post's shape, bf16, on a GPU
     uv run 04_fused_mlp.py --compile                      # same two kernels: the Triton op is opaque to Inductor
