@@ -214,8 +214,9 @@ _best_config: dict[tuple, triton.Config] = {}
 
 # Decode-sized calls (up to SMALL_M tokens) come back with the same shapes token after token: their compiled
 # kernel is kept ready to launch, keyed by everything Triton specializes it on (shapes, strides, dtypes, device,
-# 16-byte alignment). kernel[grid] binds and specializes all 18 arguments in Python on every call: ~18 us of host
-# time on the H200's host, more than the 8-token GEMM runs on the GPU; the compiled kernel's launcher takes ~9.
+# 16-byte alignment). kernel[grid] binds and specializes all 18 arguments in Python on every call: 15-18 us of
+# host time on the H200's host, longer than the 8-token GEMM runs on the GPU; the compiled kernel's own launcher
+# takes 7-9 us (README).
 _ready_launches: dict[tuple, tuple] = {}
 
 
