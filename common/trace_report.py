@@ -6,8 +6,9 @@
 
 For each active step (`ProfilerStep#N`): the GPU work in time order, each with the op that launched it,
 its duration and share of the step's GPU time; the runtime calls; the CPU ops that launched nothing.
-Then, across steps, one row per kernel (the post's "avg CUDA" table), what each kernel's name says, and
-a verdict: overhead-bound or compute-bound, with the numbers behind it.
+Then what happened outside the steps (the profiler's closing synchronize), one row per kernel across steps
+(the post's "avg CUDA" table), what each kernel's name says, and a verdict: overhead-bound or compute-bound,
+with the numbers behind it, starting from the two totals under `prof.key_averages().table()`.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from rich.table import Table
 from common.cli import ArgumentParser, count_or_zero
 from common.errors import exits_cleanly
 from common.kernel_names import decode
-from common.traces import Step, Trace, TraceDiff, diff, read_trace
+from common.traces import Step, Trace, TraceDiff, Verdict, diff, read_trace
 
 DEFAULT_STEPS = 3
 DEFAULT_ROWS = 40
@@ -101,6 +102,7 @@ def print_report(
             print_cpu_step(step, console, rows=rows)
     if len(shown) < len(trace.steps):
         console.print(f"[dim]… {len(trace.steps) - len(shown)} more steps (--steps all to print them)[/dim]")
+    print_outside_steps(trace, console)
     if trace.has_gpu:
         print_kernel_stats(trace, console, full_names=full_names, rows=rows)
         print_decoded(trace, console, full_names=full_names, rows=rows)
@@ -187,6 +189,31 @@ def print_cpu_step(step: Step, console: Console, *, rows: int | None) -> None:
     console.print()
 
 
+def print_outside_steps(trace: Trace, console: Console) -> None:
+    """What no step holds: the profiler's closing synchronize above all, which the table counts as CPU time."""
+    calls: dict[str, list[float]] = {}
+    for call in trace.runtime_outside_steps:
+        row = calls.setdefault(call.name, [0, 0.0])
+        row[0] += 1
+        row[1] += call.dur
+    parts = [f"{name} ×{n} ({total:,.1f} µs)" for name, (n, total) in calls.items()]
+    if trace.ops_outside_steps:
+        parts.append(f"{len(trace.ops_outside_steps)} CPU ops and labels")
+    if trace.gpu_outside_steps:
+        n = len(trace.gpu_outside_steps)
+        parts.append(f"{n} GPU work item{'s' if n != 1 else ''} from outside the steps")
+    if not parts:
+        return
+    console.print(f"[bold]outside the steps:[/bold] {escape(', '.join(parts))}")
+    closing = trace.closing_sync
+    if closing is not None:
+        console.print(
+            f"  that {escape(closing.name)} is the profiler's flush: the CPU waiting for the GPU, yet Self CPU time "
+            "in the table"
+        )
+    console.print()
+
+
 def print_kernel_stats(trace: Trace, console: Console, *, full_names: bool, rows: int | None) -> None:
     stats = trace.kernel_stats()
     n = len(trace.steps)
@@ -233,9 +260,42 @@ def print_decoded(trace: Trace, console: Console, *, full_names: bool, rows: int
 
 def print_verdict(trace: Trace, console: Console) -> None:
     v = trace.verdict()
+    if v.kind != "no GPU data":
+        print_verdict_numbers(v, console)
     style = {"overhead-bound": "yellow", "compute-bound": "green"}.get(v.kind, "dim")
     kind, _, rest = v.summary.partition(": ")
     console.print(f"[bold]verdict:[/bold] [{style}]{kind}[/{style}]: {escape(rest)}")
+
+
+def print_verdict_numbers(v: Verdict, console: Console) -> None:
+    """The numbers the verdict weighs: the table's two totals, what the CPU total holds, the GPU lane."""
+    console.print(f"[bold]Who sets the pace[/bold] ({v.steps} step{'s' if v.steps != 1 else ''})")
+    table = Table()
+    table.add_column("number")
+    table.add_column("µs", justify="right")
+    table.add_column("per step", justify="right")
+    table.add_column("what it is", overflow="fold")
+    # No per-step figure for the CPU total: the closing synchronize belongs to no step.
+    table.add_row("Self CPU time total", f"{v.self_cpu_total_us:,.1f}", "", "as the table sums it: every CPU box's self time")
+    if v.closing_sync_us is not None:
+        table.add_row("  closing synchronize", f"{v.closing_sync_us:,.1f}", "", "of it: the profiler's flush after the last step, waiting for the GPU")
+    other_waits = v.sync_wait_us - (v.closing_sync_us or 0.0)
+    if other_waits > 0:
+        table.add_row("  other synchronize", f"{other_waits:,.1f}", "", "of it: waiting in the other synchronize calls")
+    issue = v.cpu_us_per_step * v.steps
+    table.add_row("CPU issuing work", f"{issue:,.1f}", f"{v.cpu_us_per_step:,.1f}", "the CPU total less the waits")
+    table.add_row("Self CUDA time total", f"{v.self_gpu_total_us:,.1f}", f"{v.self_gpu_total_us / v.steps:,.1f}", "kernels, memsets and memcpys, summed")
+    table.add_row("GPU busy", f"{v.gpu_busy_us_per_step * v.steps:,.1f}", f"{v.gpu_busy_us_per_step:,.1f}", "time with GPU work running, overlaps counted once")
+    table.add_row(
+        "GPU waiting on launches",
+        f"{v.launch_wait_us:,.1f}",
+        "",
+        f"{v.launch_waits} gap{'s' if v.launch_waits != 1 else ''}, {v.launch_wait_fraction:.0%} of the GPU's "
+        f"{v.gpu_window_us:,.1f} µs window: the next launch returned after the GPU ran dry",
+    )
+    if v.max_gpu_lag_us is not None:
+        table.add_row("GPU behind CPU, at most", f"{v.max_gpu_lag_us:,.1f}", "", "a GPU work's start minus its launch call's start")
+    console.print(table)
 
 
 # --- two traces ----------------------------------------------------------------------------------------------

@@ -16,6 +16,13 @@ We group everything by `ProfilerStep#N`, the active steps of the profiler's sche
 is the one its CPU timestamp falls in, and its GPU work belongs to the same step even when the GPU runs it
 later. A trace without `ProfilerStep` events is read as one step.
 
+What falls outside every step is kept apart (`Trace.runtime_outside_steps`, ...), not dropped: the script
+does not wait for the GPU inside its steps, so the CPU lane runs ahead of the GPU lane, and the profiler's
+own flush at the end of the active window, one long `cudaDeviceSynchronize` after the last step
+(`Trace.closing_sync`), is where the CPU waits for the GPU to catch up. `prof.key_averages().table()`
+counts that wait in its "Self CPU time total"; `Trace.self_cpu_total_us` does too, and the verdict says
+when it decides the answer.
+
 Traces can be hundreds of MB. We parse the `traceEvents` array one event at a time
 (`json.JSONDecoder.raw_decode` over 1 MiB chunks) and keep only the fields we use, so memory grows with the
 number of events we keep, not with the size of the JSON text.
@@ -51,6 +58,7 @@ GPU_KINDS = {
 RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "runtime", "xpu_runtime", "privateuse1_runtime"}
 OP_CATS = {"cpu_op", "operator"}
 ANNOTATION_CATS = {"user_annotation"}
+PYTHON_CATS = {"python_function"}  # with_stack=True: Python frames; they nest ops, the table leaves them out
 STEP_PREFIX = "ProfilerStep#"
 WHOLE_TRACE = "whole trace"
 
@@ -72,6 +80,8 @@ class CpuOp:
     is_label: bool = False
     self_us: float = 0.0
     launched: int = 0  # GPU work launched from inside this box, its children's included
+    path: tuple[str, ...] = ()  # the boxes around it, outermost label or op first, ProfilerStep# left out
+    input_dims: tuple = ()  # each input's shape, when the profile ran with record_shapes=True
 
 
 @dataclass(slots=True)
@@ -87,10 +97,19 @@ class RuntimeCall:
     launched_by: str | None = None
     launch_path: tuple[str, ...] = ()
 
+    @property
+    def end(self) -> float:
+        return self.ts + self.dur
+
+    @property
+    def is_sync(self) -> bool:
+        """cudaDeviceSynchronize, cudaStreamSynchronize, ...: the CPU waiting for the GPU, not issuing work."""
+        return "Synchronize" in self.name
+
 
 @dataclass(slots=True)
 class GpuWork:
-    """One kernel, memset or memcpy on the GPU, with the op and runtime call that launched it."""
+    """One kernel, memset or memcpy on the GPU, with the runtime call (and so the op) that launched it."""
 
     kind: str  # "kernel" | "memset" | "memcpy"
     name: str
@@ -99,9 +118,47 @@ class GpuWork:
     pid: Any  # the GPU lane (pid = device, tid = stream)
     tid: Any
     correlation: Any
-    launched_by: str | None = None
-    launch_path: tuple[str, ...] = ()  # outermost label or op first, launching op last
-    runtime: str | None = None
+    launch: RuntimeCall | None = None  # None when the trace does not link it to a runtime call
+    registers: int | None = None  # per thread, as CUPTI reports a kernel's launch
+    shared_memory: int | None = None  # bytes per block, static and dynamic
+    grid: tuple | None = None  # the launch's grid and block dimensions
+    block: tuple | None = None
+
+    @property
+    def end(self) -> float:
+        return self.ts + self.dur
+
+    @property
+    def launched_by(self) -> str | None:
+        return self.launch.launched_by if self.launch else None
+
+    @property
+    def launch_path(self) -> tuple[str, ...]:
+        """Outermost label or op first, launching op last."""
+        return self.launch.launch_path if self.launch else ()
+
+    @property
+    def runtime(self) -> str | None:
+        """The runtime call's name: `cudaLaunchKernel`, `cuLaunchKernelEx`, `cudaMemsetAsync`, ..."""
+        return self.launch.name if self.launch else None
+
+    @property
+    def launch_ts(self) -> float | None:
+        return self.launch.ts if self.launch else None
+
+    @property
+    def launch_end(self) -> float | None:
+        """When the launch call returned: the earliest the GPU could have had this work in its queue."""
+        return self.launch.end if self.launch else None
+
+    @property
+    def lag_us(self) -> float | None:
+        """How far the GPU lane runs behind the CPU lane here: start on the GPU minus start of the launch call.
+
+        A few µs when the GPU is idle and takes work as it comes; it grows step after step when the CPU
+        queues work faster than the GPU runs it (Part 1 saw ~2.5 ms).
+        """
+        return self.ts - self.launch.ts if self.launch else None
 
     @property
     def decoded(self) -> KernelName:
@@ -138,7 +195,7 @@ class Step:
     @property
     def sync_us(self) -> float:
         """Time the CPU spent waiting for the GPU (cudaDeviceSynchronize, ...) inside this step."""
-        return sum(call.dur for call in self.runtime if "Synchronize" in call.name)
+        return sum(call.dur for call in self.runtime if call.is_sync)
 
     @property
     def cpu_us(self) -> float:
@@ -193,25 +250,52 @@ class KernelStat:
 
 @dataclass
 class Verdict:
-    """Overhead-bound or compute-bound, with the numbers behind it (Part 1 of the series)."""
+    """Overhead-bound or compute-bound, with the numbers behind it (Part 1's cheatsheet).
+
+    Totals are over the recorded window (every active step and the profiler's flush after them), in µs.
+    """
 
     kind: str  # "overhead-bound" | "compute-bound" | "no GPU data"
     summary: str
-    cpu_us_per_step: float
-    gpu_busy_us_per_step: float | None = None
-    gpu_idle_fraction: float | None = None
-    gaps: int | None = None
+    steps: int
+    self_cpu_total_us: float  # the table's "Self CPU time total"
+    self_gpu_total_us: float  # the table's "Self CUDA time total" (0 without a GPU lane)
+    sync_wait_us: float  # of the CPU total: waiting in synchronize calls, in the steps and after them
+    closing_sync_us: float | None  # of those: the profiler's flush after the last step; None when absent
+    cpu_us_per_step: float  # the CPU total less those waits, per step: what issuing the work costs
+    gpu_busy_us_per_step: float | None = None  # time with GPU work running, overlaps counted once
+    gpu_window_us: float | None = None  # the GPU lane, from its first work's start to its last one's end
+    gpu_idle_fraction: float | None = None  # of that window
+    gaps: int | None = None  # idle stretches of the GPU lane over MIN_GAP_US
     longest_gap_us: float | None = None
+    launch_waits: int | None = None  # of those gaps, the ones where the GPU ran dry before the launch returned
+    launch_wait_us: float | None = None
+    launch_wait_fraction: float | None = None  # of the GPU window
+    max_gpu_lag_us: float | None = None  # the furthest the GPU lane ran behind the CPU lane (GpuWork.lag_us)
+    table_totals_say: str | None = None  # what comparing the two table totals alone would answer
+    close_to_line: bool = False  # GPU work over CPU issue time within CLOSE_TO_LINE
 
     def to_dict(self) -> dict:
         return {
             "kind": self.kind,
             "summary": self.summary,
+            "steps": self.steps,
+            "self_cpu_total_us": round(self.self_cpu_total_us, 3),
+            "self_gpu_total_us": round(self.self_gpu_total_us, 3),
+            "sync_wait_us": round(self.sync_wait_us, 3),
+            "closing_sync_us": _round(self.closing_sync_us),
             "cpu_us_per_step": round(self.cpu_us_per_step, 3),
             "gpu_busy_us_per_step": _round(self.gpu_busy_us_per_step),
+            "gpu_window_us": _round(self.gpu_window_us),
             "gpu_idle_fraction": _round(self.gpu_idle_fraction, 4),
             "gpu_gaps": self.gaps,
             "longest_gpu_gap_us": _round(self.longest_gap_us),
+            "launch_waits": self.launch_waits,
+            "launch_wait_us": _round(self.launch_wait_us),
+            "launch_wait_fraction": _round(self.launch_wait_fraction, 4),
+            "max_gpu_lag_us": _round(self.max_gpu_lag_us),
+            "table_totals_say": self.table_totals_say,
+            "close_to_line": self.close_to_line,
         }
 
 
@@ -223,6 +307,13 @@ class Trace:
     device: str | None = None
     labels: Counter = field(default_factory=Counter)
     notes: list[str] = field(default_factory=list)
+    # What no step holds, in time order: above all the profiler's closing synchronize after the last step.
+    runtime_outside_steps: list[RuntimeCall] = field(default_factory=list)
+    ops_outside_steps: list[CpuOp] = field(default_factory=list)
+    gpu_outside_steps: list[GpuWork] = field(default_factory=list)  # launched outside the steps (or unlinked, run there)
+    # The table's "Self CPU time total": every CPU box's self time (ops, labels, ProfilerStep boxes,
+    # runtime calls, in the steps or not). Computed while reading, where the boxes' threads are known.
+    self_cpu_total_us: float = 0.0
 
     @property
     def name(self) -> str:
@@ -230,11 +321,39 @@ class Trace:
 
     @property
     def has_gpu(self) -> bool:
-        return any(step.gpu for step in self.steps)
+        return any(step.gpu for step in self.steps) or bool(self.gpu_outside_steps)
 
     def gpu_work(self) -> Iterator[GpuWork]:
+        """The steps' GPU work, step by step (what the per-step tables and the kernel stats read)."""
         for step in self.steps:
             yield from step.gpu
+
+    def gpu_lane(self) -> list[GpuWork]:
+        """All GPU work of the window in time order, the steps' and any outside them: the GPU lane."""
+        return sorted([*self.gpu_work(), *self.gpu_outside_steps], key=lambda w: w.ts)
+
+    @property
+    def self_gpu_total_us(self) -> float:
+        """The table's "Self CUDA time total": kernels, memsets and memcpys, summed (overlaps count twice)."""
+        return sum(w.dur for w in self.gpu_lane())
+
+    @property
+    def sync_wait_us(self) -> float:
+        """Of the Self CPU total, the time spent waiting in synchronize calls, in the steps and after them."""
+        return sum(s.sync_us for s in self.steps) + sum(c.dur for c in self.runtime_outside_steps if c.is_sync)
+
+    @property
+    def closing_sync(self) -> RuntimeCall | None:
+        """The profiler's flush: the first synchronize call that starts after the last step ends.
+
+        When the steps do not wait for their GPU work, this is where the CPU waits for the GPU to finish the
+        window's work; it is not CPU work, yet the table counts it in its Self CPU total. None without
+        ProfilerStep events (nothing comes after the steps then) or without a synchronize (a CPU trace).
+        """
+        if not self.from_profiler_steps:
+            return None
+        last_end = self.steps[-1].ts + self.steps[-1].dur
+        return next((c for c in self.runtime_outside_steps if c.is_sync and c.ts >= last_end), None)
 
     def kernel_stats(self) -> list[KernelStat]:
         """Per GPU work name across steps, in the order of first appearance."""
@@ -448,10 +567,11 @@ class _Collector:
         self.timed = 0
         self.names: dict[str, str] = {}
         self.lanes: dict[Any, Any] = {}  # pid and tid values, shared: a big trace repeats a handful of them
-        self.steps: list[tuple[str, float, float]] = []
+        self.steps: list[tuple[str, float, float, Any, Any]] = []  # name, ts, dur, pid, tid
         self.ops: list[CpuOp] = []
         self.runtime: list[RuntimeCall] = []
         self.gpu: list[GpuWork] = []
+        self.python_frames: list[tuple[Any, Any, float, float]] = []  # pid, tid, ts, dur: for self times only
         self.flow_start: dict[Any, tuple] = {}  # ac2g id -> (pid, tid, ts) of the runtime call
         self.flow_end: dict[tuple, Any] = {}  # (pid, tid, ts) of the GPU work -> ac2g id
 
@@ -476,19 +596,32 @@ class _Collector:
             lanes = self.lanes
             pid, tid = ev.get("pid"), ev.get("tid")
             pid, tid = lanes.setdefault(pid, pid), lanes.setdefault(tid, tid)
+            args = ev.get("args")
+            args = args if isinstance(args, dict) else {}
             if cat in OP_CATS:
-                self.ops.append(CpuOp(name, ts, dur, pid, tid))
+                dims = args.get("Input Dims")
+                dims = tuple(tuple(d) if isinstance(d, list) else () for d in dims) if isinstance(dims, list) else ()
+                self.ops.append(CpuOp(name, ts, dur, pid, tid, input_dims=dims))
             elif cat in ANNOTATION_CATS:
                 if name.startswith(STEP_PREFIX):
-                    self.steps.append((name, ts, dur))
+                    self.steps.append((name, ts, dur, pid, tid))
                 else:
                     self.ops.append(CpuOp(name, ts, dur, pid, tid, is_label=True))
             elif cat in RUNTIME_CATS:
-                args = ev.get("args") or {}
                 self.runtime.append(RuntimeCall(name, ts, dur, pid, tid, args.get("correlation")))
             elif cat in GPU_KINDS:
-                args = ev.get("args") or {}
-                self.gpu.append(GpuWork(GPU_KINDS[cat], name, ts, dur, pid, tid, args.get("correlation")))
+                registers, shared = args.get("registers per thread"), args.get("shared memory")
+                self.gpu.append(
+                    GpuWork(
+                        GPU_KINDS[cat], name, ts, dur, pid, tid, args.get("correlation"),
+                        registers=registers if isinstance(registers, int) else None,
+                        shared_memory=shared if isinstance(shared, int) else None,
+                        grid=_dims3(args.get("grid")),
+                        block=_dims3(args.get("block")),
+                    )
+                )
+            elif cat in PYTHON_CATS:
+                self.python_frames.append((pid, tid, ts, dur))
         elif (ph == "s" or ph == "f") and ev.get("cat") == "ac2g":
             key = (ev.get("pid"), ev.get("tid"), ev.get("ts"))
             if ph == "s":
@@ -498,7 +631,7 @@ class _Collector:
 
     def build(self, path: Path, meta: dict) -> Trace:
         notes: list[str] = []
-        steps = [Step(name, ts, dur) for name, ts, dur in sorted(self.steps, key=lambda s: s[1])]
+        steps = [Step(name, ts, dur) for name, ts, dur, _, _ in sorted(self.steps, key=lambda s: s[1])]
         from_profiler_steps = bool(steps)
         if not steps:
             spans = [(o.ts, o.ts + o.dur) for o in self.ops] + [(r.ts, r.ts + r.dur) for r in self.runtime]
@@ -508,32 +641,36 @@ class _Collector:
             steps = [Step(WHOLE_TRACE, start, end - start)]
             notes.append("no ProfilerStep events: the whole trace is read as one step")
 
-        calls = _link(self.runtime, self.gpu, self.flow_start, self.flow_end)
+        _link(self.runtime, self.gpu, self.flow_start, self.flow_end)
         self.flow_start.clear()
         self.flow_end.clear()
-        _nest(self.ops, self.runtime, Counter(id(call) for call in calls.values()))
-        for work in self.gpu:
-            call = calls.get(id(work))
-            if call is not None:
-                work.launched_by, work.launch_path, work.runtime = call.launched_by, call.launch_path, call.name
+        launches = Counter(id(work.launch) for work in self.gpu if work.launch is not None)
+        _nest(self.ops, self.runtime, launches)
+        boxes = [(o.pid, o.tid, o.ts, o.dur, True) for o in self.ops]
+        boxes += [(c.pid, c.tid, c.ts, c.dur, True) for c in self.runtime]
+        boxes += [(pid, tid, ts, dur, True) for _, ts, dur, pid, tid in self.steps]
+        boxes += [(pid, tid, ts, dur, False) for pid, tid, ts, dur in self.python_frames]
+        self.python_frames.clear()
+        self_cpu_total = _self_cpu_total(boxes)
 
         starts = [s.ts for s in steps]
+        ops_outside: list[CpuOp] = []
         for op in self.ops:
             step = _step_at(steps, starts, op.ts)
-            if step is not None:
-                step.ops.append(op)
+            (step.ops if step is not None else ops_outside).append(op)
+        runtime_outside: list[RuntimeCall] = []
         for call in self.runtime:
             step = _step_at(steps, starts, call.ts)
-            if step is not None:
-                step.runtime.append(call)
+            (step.runtime if step is not None else runtime_outside).append(call)
+        gpu_outside: list[GpuWork] = []
         for work in self.gpu:
-            call = calls.get(id(work))
             # GPU work belongs to the step that launched it; without a launch, to the step it runs in.
-            step = _step_at(steps, starts, call.ts if call is not None else work.ts)
-            if step is not None:
-                step.gpu.append(work)
+            step = _step_at(steps, starts, work.launch_ts if work.launch is not None else work.ts)
+            (step.gpu if step is not None else gpu_outside).append(work)
         for step in steps:
             step.gpu.sort(key=lambda w: w.ts)
+        for outside in (ops_outside, runtime_outside, gpu_outside):
+            outside.sort(key=lambda item: item.ts)
 
         labels = Counter(op.name for op in self.ops if op.is_label)
         device = None
@@ -543,13 +680,29 @@ class _Collector:
             major, minor = props[0].get("computeMajor"), props[0].get("computeMinor")
             if device and major is not None:
                 device = f"{device} (sm{major}{minor or 0})"
-        if not any(s.gpu for s in steps):
+        if not self.gpu:
             notes.append("no GPU work in the trace: a CPU-only profile (or CUDA activity was not recorded)")
-        return Trace(path, steps, from_profiler_steps, device, labels, notes)
+        return Trace(
+            path,
+            steps,
+            from_profiler_steps,
+            device,
+            labels,
+            notes,
+            runtime_outside_steps=runtime_outside,
+            ops_outside_steps=ops_outside,
+            gpu_outside_steps=gpu_outside,
+            self_cpu_total_us=self_cpu_total,
+        )
+
+
+def _dims3(value: Any) -> tuple | None:
+    """A launch dimension as the trace gives it (`[24576, 1, 1]`), or None."""
+    return tuple(value) if isinstance(value, list) and all(isinstance(v, int) for v in value) else None
 
 
 def _nest(ops: list[CpuOp], runtime: list[RuntimeCall], launches: Counter) -> None:
-    """Walk each thread's boxes in time order with a stack: self times, launching ops, launched counts.
+    """Walk each thread's boxes in time order with a stack: self times, paths, launching ops, launched counts.
 
     launches: id(runtime call) -> how many pieces of GPU work it launched.
     """
@@ -577,17 +730,14 @@ def _nest(ops: list[CpuOp], runtime: list[RuntimeCall], launches: Counter) -> No
                         op.launched += n
             else:
                 item.self_us += item.dur
+                item.path = tuple(op.name for op in stack)
                 stack.append(item)
 
 
-def _link(runtime: list[RuntimeCall], gpu: list[GpuWork], flow_start: dict, flow_end: dict) -> dict[int, RuntimeCall]:
-    """Find each piece of GPU work's runtime call: by correlation id, else by the ac2g arrow.
-
-    Returns id(work) -> call.
-    """
+def _link(runtime: list[RuntimeCall], gpu: list[GpuWork], flow_start: dict, flow_end: dict) -> None:
+    """Set each piece of GPU work's `launch`, its runtime call: by correlation id, else by the ac2g arrow."""
     by_corr = {call.correlation: call for call in runtime if call.correlation is not None}
     by_place = None
-    calls: dict[int, RuntimeCall] = {}
     for work in gpu:
         call = by_corr.get(work.correlation) if work.correlation is not None else None
         if call is None and flow_end:
@@ -597,9 +747,37 @@ def _link(runtime: list[RuntimeCall], gpu: list[GpuWork], flow_start: dict, flow
                 if by_place is None:
                     by_place = {(c.pid, c.tid, c.ts): c for c in runtime}
                 call = by_place.get((place[0], place[1], float(place[2])))
-        if call is not None:
-            calls[id(work)] = call
-    return calls
+        work.launch = call
+
+
+def _self_cpu_total(boxes: list[tuple[Any, Any, float, float, bool]]) -> float:
+    """The table's "Self CPU time total": the self times of the CPU boxes (pid, tid, ts, dur, counted).
+
+    A box's self time is its duration less its children's. We nest the boxes as torch does
+    (`EventList._populate_cpu_children`): a box is the child of the innermost open box on its thread that
+    holds it whole; one that only overlaps is nobody's child. Python frames (with_stack=True) take part in
+    the nesting, so an op's Python children come off its self time, but `key_averages()` leaves the frames
+    out of its rows and so of the total: those boxes come with counted=False. Times are compared in whole
+    ns, as torch does: the trace's timestamps are µs with three decimals.
+    """
+    threads: dict[tuple, list[tuple[int, int, bool]]] = defaultdict(list)
+    for pid, tid, ts, dur, counted in boxes:
+        start = round(ts * 1000)
+        threads[(pid, tid)].append((start, start + round(dur * 1000), counted))
+    total_ns = 0
+    for spans in threads.values():
+        spans.sort(key=lambda span: (span[0], -span[1]))
+        stack: list[tuple[int, int, bool]] = []
+        for span in spans:
+            start, end, counted = span
+            while stack and (start >= stack[-1][1] or end > stack[-1][1]):
+                stack.pop()
+            if counted:
+                total_ns += end - start
+            if stack and stack[-1][2]:  # the parent's self time loses this child's whole duration
+                total_ns -= end - start
+            stack.append(span)
+    return total_ns / 1000
 
 
 def _step_at(steps: list[Step], starts: list[float], ts: float) -> Step | None:
@@ -636,53 +814,153 @@ def gaps(work: list[GpuWork], min_us: float = 0.0) -> list[float]:
     return found
 
 
+def launch_waits(work: list[GpuWork], min_us: float = 0.0) -> list[float]:
+    """The idle stretches of `gaps` where the GPU waited on the CPU: the next work's launch call returned only
+    after everything before it had finished, so the GPU had nothing queued."""
+    found = []
+    end = None
+    for w in sorted(work, key=lambda w: w.ts):
+        if end is not None and w.ts - end > min_us and w.launch is not None and w.launch_end > end:
+            found.append(w.ts - end)
+        end = w.end if end is None else max(end, w.end)
+    return found
+
+
 # --- verdict -------------------------------------------------------------------------------------------------
+
+
+MIN_GAP_US = 1.0  # shorter idle stretches on the GPU lane are the hardware's own spacing between kernels
+STARVED_SHARE = 0.5  # the GPU waited on launches for at least this share of its window: the CPU sets the pace
+CLOSE_TO_LINE = (0.8, 1.25)  # GPU work over CPU issue time in this range: both sides matter
 
 
 def verdict(trace: Trace) -> Verdict:
     """Who sets the pace: the CPU issuing work (overhead-bound) or the GPU running it (compute-bound).
 
-    Per step we compare the CPU's time (the ProfilerStep box, less any time spent waiting in a
-    synchronize) with the GPU's busy time. When the GPU works less than the CPU spends launching, it
-    waits for work, and the gaps on its lane show it.
+    Part 1's cheatsheet compares the two totals under `prof.key_averages().table()`: Self CPU time total
+    against Self CUDA time total. Read raw, the CPU total also holds the time the CPU spent waiting in
+    synchronize calls, above all the profiler's own flush after the last step, which lasts as long as the
+    GPU still has queued work: the busier the GPU, the bigger the CPU total. So we weigh the CPU's issue time
+    (the total less those waits) against the GPU total, and look at the GPU lane itself: an idle stretch
+    where the next work's launch call returned only after the GPU had run dry is the GPU waiting on the CPU.
+    Overhead-bound when issuing takes longer than running, or the GPU spent STARVED_SHARE of its window
+    waiting on launches; compute-bound otherwise. The summary says when the raw totals would answer otherwise.
     """
-    steps = trace.steps
-    cpu = sum(s.cpu_us for s in steps) / len(steps)
+    n = len(trace.steps)
+    cpu_total = trace.self_cpu_total_us
+    waits = trace.sync_wait_us
+    issue = max(0.0, cpu_total - waits)
+    closing = trace.closing_sync
+    closing_us = closing.dur if closing is not None else None
     if not trace.has_gpu:
         return Verdict(
             "no GPU data",
             "no GPU data: the trace has no GPU lane (a CPU-only profile), so there is no GPU to be idle; "
-            f"the CPU spends {cpu:,.1f} µs per step",
-            cpu,
+            f"Self CPU total {_us(cpu_total)}, {_us(issue / n)} per step",
+            n,
+            cpu_total,
+            0.0,
+            waits,
+            closing_us,
+            issue / n,
         )
-    busy = sum(s.gpu_busy_us for s in steps) / len(steps)
-    # Idle time counts step by step, over what Perfetto shows as the step: its CPU box and the GPU work it
-    # launched. The stretch between two steps belongs to the profiling loop (prof.step()), not to the code.
-    window = sum(
-        max(s.ts + s.dur, *(w.ts + w.dur for w in s.gpu)) - min(s.ts, *(w.ts for w in s.gpu))
-        for s in steps
-        if s.gpu
-    )
-    found = [gap for s in steps for gap in gaps(s.gpu, min_us=1.0)]
-    idle = max(0.0, 1.0 - busy * len(steps) / window) if window > 0 else 0.0
-    ratio = busy / cpu if cpu > 0 else float("inf")
-    numbers = (
-        f"GPU busy {busy:,.1f} µs per step against {cpu:,.1f} µs of CPU time per step ({ratio:.0%}); "
-        f"the GPU idles {idle:.0%} of each step ({len(found)} gaps over 1 µs between kernels"
-        + (f", the longest {max(found):,.1f} µs)" if found else ")")
-    )
-    if ratio < 1.0:
+
+    lane = trace.gpu_lane()
+    gpu_total = trace.self_gpu_total_us
+    busy = busy_time(lane)
+    window = max(w.end for w in lane) - lane[0].ts
+    idle = gaps(lane, min_us=MIN_GAP_US)
+    starved = launch_waits(lane, min_us=MIN_GAP_US)
+    starved_us = sum(starved)
+    starved_share = starved_us / window if window > 0 else 0.0
+    lags = [w.lag_us for w in lane if w.launch is not None]
+    max_lag = max(lags) if lags else None
+
+    if issue > gpu_total:
+        kind = "overhead-bound"
+        why = "issuing the work takes the CPU longer than the GPU takes to run it, so the GPU waits for launches"
+    elif starved_share >= STARVED_SHARE:
         kind = "overhead-bound"
         why = (
-            "the CPU takes longer to issue the work than the GPU takes to run it, so the GPU waits "
-            "(the profiler itself adds CPU time to every op: time the code without it before concluding)"
+            f"the GPU sat idle waiting for the next launch {starved_share:.0%} of its window: the recorded ops "
+            "issue the work quickly but late, so the CPU's time goes where the table does not look (between steps)"
         )
     else:
         kind = "compute-bound"
-        why = "the GPU's kernels take longer than the CPU needs to launch them, so launch overhead hides"
-    if 0.8 <= ratio <= 1.25:
-        why += " (close to the line: both sides matter)"
-    return Verdict(kind, f"{kind}: {why}. {numbers}", cpu, busy, idle, len(found), max(found) if found else 0.0)
+        why = "the GPU's work takes longer than the CPU needs to issue it, so launch costs hide behind it"
+    ratio = gpu_total / issue if issue > 0 else float("inf")
+    close = CLOSE_TO_LINE[0] <= ratio <= CLOSE_TO_LINE[1]
+    if close:
+        why += f" (close to the line: {ratio:.2f}x as much GPU work as CPU issue time, both sides matter)"
+    table_says = "overhead-bound" if cpu_total > gpu_total else "compute-bound"
+
+    sentences = [f"{kind}: {why}", _totals_sentence(cpu_total, gpu_total, waits, closing)]
+    sentences.append(f"Per step ({n}): the CPU issues work for {_us(issue / n)}, the GPU is busy {_us(busy / n)}")
+    lane_text = (
+        f"The GPU waited on a launch {len(starved)} time{'s' if len(starved) != 1 else ''} "
+        f"({_us(starved_us)}, {starved_share:.0%} of its {_us(window)} window; idle {1 - busy / window:.0%} in all)"
+        if window > 0
+        else "The GPU lane holds a single instant"
+    )
+    if max_lag is not None:
+        lane_text += f"; its work started up to {_us(max_lag)} after the launch call"
+    sentences.append(lane_text)
+    if table_says != kind:
+        alone = f"The table's totals alone would say {table_says} ({_us(cpu_total)} against {_us(gpu_total)})"
+        if kind == "compute-bound":
+            sentences.append(
+                f"{alone}, but {_waits_phrase(waits, closing)}: the CPU waiting for the GPU, not issuing work, "
+                f"decides it. Without the waits the CPU spends {_us(issue)} issuing {_us(gpu_total)} of GPU "
+                "work: compute-bound"
+            )
+        else:
+            sentences.append(f"{alone}, yet the GPU ran dry waiting for launches")
+    if kind == "overhead-bound":
+        sentences.append("The profiler adds CPU time to every op: time the code without it before concluding")
+    return Verdict(
+        kind,
+        ". ".join(sentences) + ".",
+        n,
+        cpu_total,
+        gpu_total,
+        waits,
+        closing_us,
+        issue / n,
+        gpu_busy_us_per_step=busy / n,
+        gpu_window_us=window,
+        gpu_idle_fraction=max(0.0, 1.0 - busy / window) if window > 0 else 0.0,
+        gaps=len(idle),
+        longest_gap_us=max(idle, default=0.0),
+        launch_waits=len(starved),
+        launch_wait_us=starved_us,
+        launch_wait_fraction=starved_share,
+        max_gpu_lag_us=max_lag,
+        table_totals_say=table_says,
+        close_to_line=close,
+    )
+
+
+def _totals_sentence(cpu_total: float, gpu_total: float, waits: float, closing: RuntimeCall | None) -> str:
+    text = f"Table totals: Self CPU {_us(cpu_total)}, Self CUDA {_us(gpu_total)}"
+    if closing is not None:
+        text += f"; {_us(closing.dur)} of the CPU total is the profiler's flush, the {closing.name} after the last step"
+    other_waits = waits - (closing.dur if closing is not None else 0.0)
+    if other_waits > 0:
+        text += f"; {_us(other_waits)} is waiting in {'other ' if closing is not None else ''}synchronize calls"
+    return text
+
+
+def _waits_phrase(waits: float, closing: RuntimeCall | None) -> str:
+    if closing is None:
+        return f"{_us(waits)} of the CPU total is synchronize waits"
+    if closing.dur == waits:
+        return f"{_us(closing.dur)} of the CPU total is the profiler's closing {closing.name}"
+    return f"{_us(waits)} of the CPU total is synchronize waits, {_us(closing.dur)} of it the profiler's closing {closing.name}"
+
+
+def _us(value: float) -> str:
+    """µs as the table prints them: ms from 1 ms on."""
+    return f"{value / 1000:,.2f} ms" if value >= 1000 else f"{value:,.1f} µs"
 
 
 # --- diff ----------------------------------------------------------------------------------------------------
@@ -749,6 +1027,7 @@ def trace_to_dict(trace: Trace) -> dict:
                 "dur_us": round(w.dur, 3),
                 "share": round(w.dur / total, 4) if total else None,
                 "start_us": round(w.ts - step.ts, 3),
+                "lag_us": _round(w.lag_us),
             }
             for w in step.gpu
         ]
@@ -764,13 +1043,6 @@ def trace_to_dict(trace: Trace) -> dict:
         for row in cpu_ops.values():
             row["cpu_us"] = round(row["cpu_us"], 3)
             row["self_us"] = round(row["self_us"], 3)
-        runtime: dict[str, dict] = {}
-        for call in step.runtime:
-            row = runtime.setdefault(call.name, {"name": call.name, "count": 0, "total_us": 0.0})
-            row["count"] += 1
-            row["total_us"] += call.dur
-        for row in runtime.values():
-            row["total_us"] = round(row["total_us"], 3)
         steps.append(
             {
                 "name": step.name,
@@ -781,7 +1053,7 @@ def trace_to_dict(trace: Trace) -> dict:
                 "kernels": len(step.kernels),
                 "gemms": len(step.gemms),
                 "gpu": gpu,
-                "runtime_calls": list(runtime.values()),
+                "runtime_calls": _runtime_rows(step.runtime),
                 "idle_cpu_ops": [{"name": n, "count": c} for n, c in step.idle_ops().items()] if trace.has_gpu else [],
                 "cpu_ops": list(cpu_ops.values()),
                 "labels": dict(step.op_names(labels=True)),
@@ -804,15 +1076,45 @@ def trace_to_dict(trace: Trace) -> dict:
         }
         for s in trace.kernel_stats()
     ]
+    closing = trace.closing_sync
+    first_ts = trace.steps[0].ts
     return {
         "trace": trace.name,
         "device": trace.device,
         "steps_from": "ProfilerStep" if trace.from_profiler_steps else WHOLE_TRACE,
+        "self_cpu_total_us": round(trace.self_cpu_total_us, 3),
+        "self_gpu_total_us": round(trace.self_gpu_total_us, 3),
+        "closing_sync": None
+        if closing is None
+        else {"name": closing.name, "start_us": round(closing.ts - first_ts, 3), "dur_us": round(closing.dur, 3)},
         "steps": steps,
+        "outside_steps": {  # times from the first step's start
+            "runtime_calls": _runtime_rows(trace.runtime_outside_steps),
+            "cpu_ops": [
+                {"name": op.name, "is_label": op.is_label, "start_us": round(op.ts - first_ts, 3), "dur_us": round(op.dur, 3)}
+                for op in trace.ops_outside_steps
+            ],
+            "gpu": [
+                {"kind": w.kind, "name": w.name, "launched_by": w.launched_by, "start_us": round(w.ts - first_ts, 3), "dur_us": round(w.dur, 3)}
+                for w in trace.gpu_outside_steps
+            ],
+        },
         "kernels": kernels,
         "verdict": trace.verdict().to_dict(),
         "notes": trace.notes,
     }
+
+
+def _runtime_rows(calls: list[RuntimeCall]) -> list[dict]:
+    """Runtime calls by name, in the order of first appearance: count and total time."""
+    rows: dict[str, dict] = {}
+    for call in calls:
+        row = rows.setdefault(call.name, {"name": call.name, "count": 0, "total_us": 0.0})
+        row["count"] += 1
+        row["total_us"] += call.dur
+    for row in rows.values():
+        row["total_us"] = round(row["total_us"], 3)
+    return list(rows.values())
 
 
 def _round(value: float | None, digits: int = 3) -> float | None:

@@ -16,9 +16,10 @@ from conftest import run_script
 from common.trace_report import main
 
 
-def trace_report(*args: str | Path) -> subprocess.CompletedProcess:
-    """`python -m common.trace_report ARGS` from the repo root, as a user runs it."""
-    return run_script("-m", "common.trace_report", *map(str, args), timeout=60)
+def trace_report(*args: str | Path, columns: int | None = None) -> subprocess.CompletedProcess:
+    """`python -m common.trace_report ARGS` from the repo root, as a user runs it (in a terminal this wide)."""
+    env = {"COLUMNS": str(columns)} if columns else None
+    return run_script("-m", "common.trace_report", *map(str, args), env=env, timeout=60)
 
 
 def test_report_on_the_eager_mlp():
@@ -35,6 +36,20 @@ def test_report_on_the_eager_mlp():
     assert "Gelu" not in out  # the 300-character ATen name stays out of the table by default
 
 
+def test_report_shows_the_flush_and_the_numbers_behind_the_verdict():
+    run = trace_report(EAGER, "--steps", "0", columns=120)
+    assert run.returncode == 0, run.stderr
+    out = run.stdout
+    assert max(len(line) for line in out.splitlines()) <= 120
+    assert "outside the steps: cudaDeviceSynchronize ×1 (269.3 µs)" in out
+    rows = {line.split("│")[1].strip(): line for line in out.splitlines() if line.startswith("│")}
+    assert "783.7" in rows["Self CPU time total"] and "269.3" in rows["closing synchronize"]
+    assert "514.4" in rows["CPU issuing work"] and "171.5" in rows["CPU issuing work"]
+    assert "733.2" in rows["Self CUDA time total"] and "244.4" in rows["GPU busy"]
+    assert "6.2" in rows["GPU waiting on launches"] and "262.9" in rows["GPU behind CPU, at most"]
+    assert "verdict: compute-bound" in out and "would say overhead-bound" in out
+
+
 def test_full_names_on_request():
     run = trace_report(EAGER, "--full-names", "--steps", "1")
     assert run.returncode == 0, run.stderr
@@ -47,6 +62,8 @@ def test_report_on_the_linear_says_overhead_bound_and_shows_the_bias_epilogue():
     assert "nvjet_sm90_tst_64x8_64x16_1x2_h_bz_bias_TNT" in run.stdout
     assert "bias in the epilogue" in run.stdout and "aten::addmm" in run.stdout
     assert "verdict: overhead-bound" in run.stdout
+    waiting = next(line for line in run.stdout.splitlines() if "GPU waiting on launches" in line)
+    assert "313.7" in waiting and "97%" in waiting
 
 
 def test_diff_of_eager_and_compiled():
@@ -74,6 +91,11 @@ def test_json_of_one_trace():
     assert {g["launched_by"] for g in kernels} == {"aten::mm", "aten::gelu", "aten::mul"}
     assert all(g["dur_us"] > 0 for g in gpu)
     assert report["verdict"]["kind"] == "compute-bound"
+    assert report["self_cpu_total_us"] == pytest.approx(783.679) and report["self_gpu_total_us"] == pytest.approx(733.217)
+    assert report["closing_sync"]["dur_us"] == pytest.approx(269.302)
+    verdict = report["verdict"]
+    assert verdict["table_totals_say"] == "overhead-bound" and verdict["closing_sync_us"] == pytest.approx(269.302)
+    assert verdict["cpu_us_per_step"] == pytest.approx(171.459) and verdict["launch_waits"] == 1
 
 
 def test_json_of_a_diff():
@@ -91,8 +113,11 @@ def test_cpu_trace_reports_cpu_ops_and_no_gpu(cpu_trace):
     assert "no GPU in the trace" in run.stdout
     assert "aten::gelu" in run.stdout and "aten::linear" in run.stdout and "self µs" in run.stdout
     assert "verdict: no GPU data" in run.stdout
+    assert "Who sets the pace" not in run.stdout and "outside the steps" not in run.stdout
     report = json.loads(trace_report(cpu_trace, "--json").stdout)
     assert report["verdict"]["kind"] == "no GPU data"
+    assert report["closing_sync"] is None and report["verdict"]["closing_sync_us"] is None
+    assert report["self_cpu_total_us"] == pytest.approx(sum(s["cpu_us"] for s in report["steps"]), abs=0.01)
     ops = {op["name"]: op for op in report["steps"][0]["cpu_ops"]}
     assert ops["aten::linear"]["count"] == 3 and ops["aten::linear"]["launched_gpu_work"] == 0
 

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
 import pytest
+import torch
+import torch.nn.functional as F
 from conftest import H200_EAGER as EAGER
 from conftest import H200_LINEAR as LINEAR
 from profiled_traces import profile_cpu_mlp
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from common import traces
 from common.errors import UsageError
@@ -26,6 +30,57 @@ def cpu_trace_without_steps(tmp_path_factory):
 def raw_events(path: Path) -> dict:
     with gzip.open(path, "rt") as f:
         return json.load(f)
+
+
+GEMM = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"
+ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>>(int, T2, T3)"
+
+
+def simulated_matmul_add(path: Path, *, steps_cpu_us, kernels_us, between_steps_us=20.0, flush_us=10.0) -> Path:
+    """A trace shaped like Part 1's `matmul_add` on a GPU, with the times we choose.
+
+    Each step's CPU box holds the label, `aten::mm` and `aten::add`, each ending in a 5 µs cudaLaunchKernel.
+    The GPU runs a kernel 2 µs after its launch returns, or when the previous kernel ends if that is later
+    (a full queue). After the last step comes the profiler's flush: a cudaDeviceSynchronize that lasts until
+    the GPU is done, plus `flush_us` of the profiler's own work (1.78 ms at size 64 in the post, P1-11).
+    """
+    cpu, gpu = {"pid": 1, "tid": 1}, {"pid": 0, "tid": 7}
+    events: list[dict] = []
+    t, corr, gpu_free = 0.0, 0, 0.0
+
+    def box(cat: str, name: str, ts: float, dur: float, **args) -> None:
+        events.append({"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, **cpu, "args": args})
+
+    for number, step_us in enumerate(steps_cpu_us, start=2):
+        box("user_annotation", f"ProfilerStep#{number}", t, step_us)
+        box("user_annotation", "matmul_add", t + 1, step_us - 2)
+        half = step_us / 2
+        for op, kernel, kernel_us, op_ts in (("aten::mm", GEMM, kernels_us[0], t + 2), ("aten::add", ADD, kernels_us[1], t + half + 1)):
+            box("cpu_op", op, op_ts, half - 3)
+            corr += 1
+            launch_ts = op_ts + half - 9
+            box("cuda_runtime", "cudaLaunchKernel", launch_ts, 5.0, correlation=corr)
+            start = max(launch_ts + 5.0 + 2.0, gpu_free)
+            events.append({"ph": "X", "cat": "kernel", "name": kernel, "ts": start, "dur": kernel_us, **gpu, "args": {"correlation": corr}})
+            gpu_free = start + kernel_us
+        t += step_us + between_steps_us
+    box("cuda_runtime", "cudaDeviceSynchronize", t, max(0.0, gpu_free - t) + flush_us, correlation=corr + 1)
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def size_64(tmp_path_factory):
+    """P1-01 and P1-11: ~170 µs of CPU per step for 7.7 µs of GPU work, a 1.78 ms flush: 2.3 ms vs 23 µs."""
+    path = tmp_path_factory.mktemp("sim") / "64.json"
+    return read_trace(simulated_matmul_add(path, steps_cpu_us=(180, 170, 170), kernels_us=(5.0, 2.7), flush_us=1780))
+
+
+@pytest.fixture(scope="module")
+def size_4096(tmp_path_factory):
+    """P1-02: a 1.4 ms GEMM and a 0.1 ms add per step, queued faster than they run: 4.8 ms vs 4.5 ms."""
+    path = tmp_path_factory.mktemp("sim") / "4096.json"
+    return read_trace(simulated_matmul_add(path, steps_cpu_us=(180, 150, 150), kernels_us=(1400, 100), flush_us=300))
 
 
 # --- the post, on real H200 traces ---------------------------------------------------------------------------
@@ -101,15 +156,142 @@ def test_kernel_stats_across_steps(eager):
     assert coop_a.avg_us == pytest.approx(sum(durations) / 6)
 
 
-def test_verdicts(eager, linear):
+def test_the_linear_is_overhead_bound_its_gpu_waits_on_every_launch(linear):
     # nn.Linear at 1024x32 -> 64: a 2.7 µs kernel for ~150 µs of CPU per step
     v = linear.verdict()
-    assert v.kind == "overhead-bound"
+    assert v.kind == "overhead-bound" and v.table_totals_say == "overhead-bound"
     assert v.gpu_busy_us_per_step == pytest.approx(2.72, abs=0.01)
-    assert v.gpu_idle_fraction > 0.9
-    # the MLP keeps the GPU busier than the CPU takes to launch it
+    assert v.cpu_us_per_step == pytest.approx(153.3, abs=0.1)
+    assert v.launch_waits == 2 and v.launch_wait_fraction > 0.9  # both gaps between the three kernels
+    assert "waited on a launch 2 times" in v.summary
+
+
+def test_the_eager_mlp_is_compute_bound_though_the_flush_tips_the_table_totals(eager):
+    # Issuing costs ~171 µs of CPU per step against ~244 µs of GPU work; the profiler's 269 µs flush makes
+    # the table's Self CPU total (784 µs) larger than its Self CUDA total (733 µs).
     v = eager.verdict()
-    assert v.kind == "compute-bound" and v.gpu_busy_us_per_step > v.cpu_us_per_step
+    assert v.kind == "compute-bound" and v.table_totals_say == "overhead-bound"
+    assert v.self_cpu_total_us > v.self_gpu_total_us
+    assert v.closing_sync_us == pytest.approx(269.302) and v.sync_wait_us == pytest.approx(269.302)
+    assert v.cpu_us_per_step == pytest.approx(171.46, abs=0.01) and v.gpu_busy_us_per_step == pytest.approx(244.41, abs=0.01)
+    # 15 short gaps on the GPU lane, but in only one had the GPU finished everything before the launch returned
+    assert v.gaps == 15 and v.launch_waits == 1 and v.launch_wait_us == pytest.approx(6.208, abs=1e-3)
+    assert v.launch_wait_fraction < 0.05 and not v.close_to_line
+    assert "would say overhead-bound" in v.summary and "closing cudaDeviceSynchronize" in v.summary
+    assert "Without the waits the CPU spends 514.4 µs issuing 733.2 µs of GPU work: compute-bound" in v.summary
+
+
+def test_the_compiled_mlp_is_close_to_the_line(compiled):
+    v = compiled.verdict()
+    assert v.close_to_line and "close to the line" in v.summary
+    assert 0.8 <= v.self_gpu_total_us / (v.cpu_us_per_step * v.steps) <= 1.25
+
+
+def test_part_1_at_size_64_is_overhead_bound(size_64):
+    v = size_64.verdict()
+    assert v.self_cpu_total_us == pytest.approx(2300.0) and v.self_gpu_total_us == pytest.approx(23.1)
+    assert v.kind == "overhead-bound" and v.table_totals_say == "overhead-bound"
+    assert v.closing_sync_us == pytest.approx(1780.0)
+    assert v.launch_wait_fraction > 0.9
+    assert "Self CPU 2.30 ms, Self CUDA 23.1 µs" in v.summary
+
+
+def test_part_1_at_size_4096_is_compute_bound_the_flush_waits_for_a_full_queue(size_4096):
+    v = size_4096.verdict()
+    assert v.self_gpu_total_us == pytest.approx(4500.0)
+    assert 4500.0 < v.self_cpu_total_us < 5000.0  # the table's totals alone tip toward the CPU
+    assert v.kind == "compute-bound" and v.table_totals_say == "overhead-bound"
+    assert v.launch_waits == 0  # the GPU never waited: its queue stayed full
+    assert v.max_gpu_lag_us > 2500.0  # the CPU lane runs ms ahead of the GPU lane (P1-06)
+    assert "the table's totals alone would say overhead-bound" in v.summary.lower()
+
+
+def test_a_gpu_waiting_on_launches_is_overhead_bound_whatever_the_totals_say(tmp_path):
+    # Each step issues its work in 50 µs, but a millisecond passes outside the steps between them: the
+    # table's CPU total stays under its GPU total, yet the GPU idles most of its window.
+    path = simulated_matmul_add(tmp_path / "starved.json", steps_cpu_us=(50, 50, 50), kernels_us=(90, 10), between_steps_us=1000)
+    v = read_trace(path).verdict()
+    assert v.self_cpu_total_us < v.self_gpu_total_us and v.table_totals_say == "compute-bound"
+    assert v.kind == "overhead-bound" and v.launch_wait_fraction > traces.STARVED_SHARE
+    assert "ran dry waiting for launches" in v.summary
+
+
+# --- outside the steps: the profiler's flush ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "fixture, flush_us",
+    [("eager", 269.302), ("compiled", 109.673), ("linear", 13.856)],
+)
+def test_the_profilers_closing_sync_is_kept_after_the_last_step(request, fixture, flush_us):
+    trace = request.getfixturevalue(fixture)
+    closing = trace.closing_sync
+    assert closing is not None and closing.name == "cudaDeviceSynchronize"
+    assert closing.dur == pytest.approx(flush_us)
+    last = trace.steps[-1]
+    assert closing.ts >= last.ts + last.dur
+    assert trace.runtime_outside_steps == [closing]
+    assert all(closing not in step.runtime for step in trace.steps)
+
+
+def test_a_cpu_trace_has_no_closing_sync(cpu_trace):
+    trace = read_trace(cpu_trace)
+    assert trace.closing_sync is None and trace.sync_wait_us == 0.0
+    assert trace.self_gpu_total_us == 0.0
+
+
+def test_table_totals_of_the_eager_mlp(eager):
+    # The ProfilerStep boxes hold every other box of the steps, so the self times add up to their
+    # durations, plus the flush after them.
+    assert eager.self_cpu_total_us == pytest.approx(sum(s.dur for s in eager.steps) + eager.closing_sync.dur)
+    assert eager.self_cpu_total_us == pytest.approx(783.679)
+    assert eager.self_gpu_total_us == pytest.approx(733.217)
+    assert eager.self_gpu_total_us == pytest.approx(sum(w.dur for w in eager.gpu_work()))
+
+
+@pytest.mark.parametrize("with_stack", [False, True], ids=["plain", "with_stack"])
+def test_self_cpu_total_is_the_one_under_key_averages_table(tmp_path, with_stack):
+    # Profiled as the posts profile, on the CPU; with_stack adds Python frames, which nest the ops (and so
+    # change their self times) but have no row, so no share of the total.
+    x, w = torch.randn(64, 256), torch.randn(1024, 256)
+    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=3), with_stack=with_stack) as prof:
+        for _ in range(5):
+            with record_function("mlp_fwd"):
+                F.gelu(F.linear(x, w)).sum()
+            prof.step()
+    path = tmp_path / "cpu.json"
+    prof.export_chrome_trace(str(path))
+    printed = re.search(r"Self CPU time total: ([\d.]+)(us|ms)", prof.key_averages().table(row_limit=5))
+    table_us = float(printed[1]) * (1000.0 if printed[2] == "ms" else 1.0)
+    exact_us = sum(e.self_cpu_time_total for e in prof.key_averages())  # what the table rounds
+    trace = read_trace(path)
+    assert trace.self_cpu_total_us == pytest.approx(exact_us, rel=1e-6)
+    assert trace.self_cpu_total_us == pytest.approx(table_us, rel=1e-3)
+    assert sum(s.dur for s in trace.steps) > 0 and trace.closing_sync is None
+
+
+# --- what each box knows about its place ---------------------------------------------------------------------
+
+
+def test_a_cpu_op_knows_the_boxes_around_it(eager):
+    ops = [op for step in eager.steps for op in step.ops]
+    mms = [op for op in ops if op.name == "aten::mm"]
+    assert len(mms) == 9 and {op.path for op in mms} == {("mlp_fwd", "aten::linear", "aten::matmul")}
+    assert {op.path for op in ops if op.name == "mlp_fwd"} == {()}  # ProfilerStep# is no part of a path
+    assert {op.path for op in ops if op.name == "aten::gelu"} == {("mlp_fwd",)}
+
+
+def test_the_gpu_lane_runs_behind_the_cpu_lane(eager):
+    lane = eager.gpu_lane()
+    assert all(w.launch is not None for w in lane)
+    for w in lane:
+        assert w.launch_ts <= w.launch_end <= w.ts  # launched, returned, then run
+        assert w.lag_us == pytest.approx(w.ts - w.launch_ts)
+    # No synchronize inside the steps: the CPU issues each step's work sooner than the GPU runs it, so the
+    # lag starts at a few µs and grows over the three steps.
+    assert lane[0].lag_us < 10.0
+    assert lane[-1].lag_us > 250.0
+    assert eager.verdict().max_gpu_lag_us == pytest.approx(max(w.lag_us for w in lane))
 
 
 def test_time_waiting_in_synchronize_is_not_cpu_work(tmp_path):
@@ -120,9 +302,16 @@ def test_time_waiting_in_synchronize_is_not_cpu_work(tmp_path):
     data["traceEvents"].append(sync)
     path = tmp_path / "synced.json"
     path.write_text(json.dumps(data))
-    synced = read_trace(path).steps[0]
+    trace = read_trace(path)
+    synced = trace.steps[0]
     assert synced.sync_us == pytest.approx(10.0)
     assert synced.cpu_us == pytest.approx(synced.dur - 10.0)
+    # The table's CPU total counts both waits, the one in the step and the profiler's flush; the verdict's
+    # issue time counts neither.
+    assert trace.sync_wait_us == pytest.approx(10.0 + 13.856)
+    v = trace.verdict()
+    assert v.cpu_us_per_step * v.steps == pytest.approx(trace.self_cpu_total_us - 10.0 - 13.856)
+    assert "13.9 µs of the CPU total is the profiler's flush" in v.summary and "10.0 µs is waiting in other synchronize calls" in v.summary
 
 
 def test_diff_of_eager_and_compiled(eager, compiled):
@@ -142,7 +331,13 @@ def test_json_shape(eager):
     assert {"kind", "name", "launched_by", "dur_us"} <= set(step["gpu"][0])
     assert [g["kind"] for g in step["gpu"]].count("kernel") == step["kernels"] == 5
     assert sum(g["share"] for g in step["gpu"]) == pytest.approx(1.0, abs=1e-3)
+    assert all(g["lag_us"] > 0 for g in step["gpu"])
     assert out["verdict"]["kind"] == "compute-bound"
+    assert out["verdict"]["table_totals_say"] == "overhead-bound"
+    assert out["verdict"]["closing_sync_us"] == pytest.approx(269.302)
+    assert out["self_cpu_total_us"] == pytest.approx(783.679) and out["self_gpu_total_us"] == pytest.approx(733.217)
+    assert out["closing_sync"]["name"] == "cudaDeviceSynchronize" and out["closing_sync"]["dur_us"] == pytest.approx(269.302)
+    assert out["outside_steps"]["runtime_calls"] == [{"name": "cudaDeviceSynchronize", "count": 1, "total_us": 269.302}]
 
 
 # --- how the links are made ----------------------------------------------------------------------------------
@@ -173,6 +368,10 @@ def test_trace_without_profiler_steps_is_one_step(tmp_path):
     assert [s.name for s in trace.steps] == ["whole trace"]
     assert len(trace.steps[0].kernels) == 15
     assert any("ProfilerStep" in note for note in trace.notes)
+    # Nothing comes after the steps now: the flush is a wait inside the one step, still not issue time.
+    assert trace.closing_sync is None and not trace.runtime_outside_steps
+    assert trace.steps[0].sync_us == pytest.approx(269.302)
+    assert trace.verdict().kind == "compute-bound"
 
 
 @pytest.mark.parametrize("chunk", [7, 64, 4096])
