@@ -1,8 +1,9 @@
-"""Lesson 2: `nn.Linear` with a bias: the same math as lesson 1, in one call.
+"""Lesson 2 (Part 2): `nn.Linear` with a bias: lesson 1's matmul and add, in one call.
 
-`nn.Linear` computes `x @ W.T + b`. Under it, `aten::linear` transposes the weight (`aten::t`, a view:
-it launches nothing) and calls `aten::addmm`, which hands cuBLAS the bias so the add happens in the GEMM's
-epilogue: one kernel where lesson 1 had two.
+`nn.Linear` computes `x @ W.T + b`. Under it, `aten::linear` transposes the weight (`aten::t`, a view: it
+launches nothing) and calls `aten::addmm`, which hands cuBLAS the bias so the add happens in the GEMM's
+epilogue: one kernel where lesson 1 had two. `--compile` keeps that GEMM, byte for byte, and removes the CPU
+work around it.
 
     uv run 02_linear.py --batch 1024 --in_dim 32 --out_dim 64
     uv run 02_linear.py --batch 1024 --in_dim 32 --out_dim 64 --compile
@@ -10,51 +11,77 @@ epilogue: one kernel where lesson 1 had two.
 
 import torch
 from torch import nn
+from torch.profiler import profile, record_function, schedule
 
-from common.expect import (
-    bias_in_gemm_epilogue,
-    cpu_op_runs,
-    expectations_by_run,
-    kernels_per_step,
-    label_recorded,
-    launches_nothing,
-    no_cpu_op,
-    runtime_calls_per_gemm,
-    same_gemm_kernels_as_eager,
-)
-from common.lesson import run_lesson
+from common import expect as ex
+from common import lesson
+from common.errors import exits_cleanly
+
+LABEL = "linear_fwd"
 
 
-def build(args, device, dtype):
-    linear = nn.Linear(args.in_dim, args.out_dim, bias=True).to(device, dtype)
-    x = torch.randn(args.batch, args.in_dim, device=device, dtype=dtype)
-    return linear, (x,)
+def expectations(args):
+    """Part 2's claims for nn.Linear that this run's trace can show (numbered as in docs/claims.md)."""
+    checks = [
+        ex.profiler_steps(claim="P2-01"),
+        ex.kernels_per_step(1, claim="P2-01"),
+        ex.bias_in_gemm_epilogue(claim="P2-02"),
+        ex.layout_in_kernel_name(claim="P2-06"),
+    ]
+    if args.compile:
+        checks += [
+            ex.same_gemm_kernels_as_eager(claim="P2-04"),
+            ex.compiled_region_rows(claim="P2-04"),
+            ex.no_cpu_op("aten::t", claim="P2-05"),
+        ]
+    else:
+        checks += [
+            ex.dispatch_chain(LABEL, "aten::linear", "aten::t", claim="P2-02"),
+            ex.dispatch_chain(LABEL, "aten::linear", "aten::addmm", claim="P2-02"),
+            ex.no_cpu_op("aten::add", claim="P2-02"),
+            ex.launches_nothing("aten::t", claim="P2-03"),
+        ]
+    return checks
+
+
+@exits_cleanly
+def main(argv=None):
+    parser = lesson.parser(__file__, __doc__, batch=1024, in_dim=32, out_dim=64)
+    args = parser.parse_args(argv)
+    run = lesson.setup(__file__, args, label=LABEL, tag=[args.batch, args.in_dim, args.out_dim])
+
+    # The module and its input, made once.
+    torch.manual_seed(0)
+    linear = nn.Linear(args.in_dim, args.out_dim, bias=True).to(run.device, run.dtype).eval()
+    x = torch.randn(args.batch, args.in_dim, device=run.device, dtype=run.dtype)
+    if args.compile:
+        linear = torch.compile(linear)
+
+    def step():
+        with torch.no_grad(), record_function(LABEL):
+            return linear(x)
+
+    # Guess first, then look: what Part 2 says this trace shows.
+    expected = expectations(args)
+    lesson.announce(expected, run)
+
+    # The profile, as the post writes it: five steps, the last three recorded, no synchronize inside.
+    with profile(
+        activities=run.activities,
+        schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
+        record_shapes=False,
+        profile_memory=False,
+        with_stack=False,
+    ) as prof:
+        for _ in range(5):
+            step()
+            prof.step()
+    lesson.synchronize(run.device)
+
+    lesson.save(prof, run)  # traces/02_linear/<tag>.json and the op table beside it, <tag>.txt
+    lesson.check(expected, run)
+    lesson.next_steps(run)
 
 
 if __name__ == "__main__":
-    run_lesson(
-        script=__file__,
-        label="linear_fwd",
-        sizes={"batch": 1024, "in_dim": 32, "out_dim": 64},
-        build=build,
-        expect=expectations_by_run(
-            gpu_eager=[
-                kernels_per_step(1),
-                bias_in_gemm_epilogue(),
-                launches_nothing("aten::t"),
-                runtime_calls_per_gemm(),
-            ],
-            gpu_compiled=[kernels_per_step(1), bias_in_gemm_epilogue(), same_gemm_kernels_as_eager()],
-            cpu_eager=[
-                label_recorded("linear_fwd", times=3),
-                cpu_op_runs("aten::addmm", per_step=1),
-                cpu_op_runs("aten::t", per_step=1),
-            ],
-            cpu_compiled=[
-                label_recorded("linear_fwd", times=3),
-                cpu_op_runs("aten::addmm", per_step=1),
-                no_cpu_op("aten::t"),
-            ],
-        ),
-        description=__doc__,
-    )
+    main()

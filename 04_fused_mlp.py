@@ -25,28 +25,23 @@ and times a few launch configurations, outside the profiled steps.
 import importlib
 
 import torch
+from torch.profiler import profile, record_function, schedule
 
-from common.errors import UsageError
-from common.expect import (
-    cpu_op_runs,
-    expectations_by_run,
-    gemms_per_step,
-    kernel_matching,
-    kernels_per_step,
-    label_recorded,
-    no_cpu_op,
-    no_separate_kernel_for,
-)
+from common import expect as ex
+from common import lesson
+from common.errors import UsageError, exits_cleanly
 from common.fused_mlp import FusedGeGLUMLP
-from common.lesson import report_output_check, run_lesson
 from common.triton_ops.geglu_gemm import INTERPRETING
 
 simple_mlp = importlib.import_module("03_simple_mlp")
 
+LABEL = "fused_mlp_fwd"
+
 # Triton's interpreter runs every program of the grid in Python: fine for a few tiles, hours for the post's shape.
 INTERPRETER_MAX_MACS = 2**26
 
-def preflight(args, device):
+
+def require_runnable(args, device):
     if device.type != "cuda" and not INTERPRETING:
         raise UsageError(
             "the fused MLP is a Triton kernel: it needs a CUDA GPU, or TRITON_INTERPRET=1 to run it in Triton's "
@@ -58,14 +53,6 @@ def preflight(args, device):
             f"{macs:.1e} multiply-adds per forward is too much for Triton's interpreter: "
             "try --batch 2 --seq 4 --dim 64 --hidden 128"
         )
-
-
-def build(args, device, dtype):
-    reference = simple_mlp.SimpleGeGLUMLP(args.dim, args.hidden).to(device, dtype)
-    fused = FusedGeGLUMLP.from_module(reference)
-    x = torch.randn(args.batch, args.seq, args.dim, device=device, dtype=dtype)
-    check_outputs_agree(fused, reference, x, args.dtype)
-    return fused, (x,)
 
 
 def check_outputs_agree(fused, reference, x, dtype_name):
@@ -82,42 +69,74 @@ def check_outputs_agree(fused, reference, x, dtype_name):
         fused_err = (fused(x).float() - want).abs().max().item()
         eager_err = (reference(x).float() - want).abs().max().item()
     agrees = fused_err <= 2 * eager_err + 1e-6
-    report_output_check(
+    return lesson.report_output_check(
         agrees,
         f"output check against fp32: FusedGeGLUMLP max |Δ| {fused_err:.2e}, SimpleGeGLUMLP ({dtype_name}) "
         f"{eager_err:.2e}" + ("" if agrees else " (more than twice eager's error)"),
     )
 
 
-FUSED_KERNEL = kernel_matching(r"_geglu_gemm", 1, text="one fused gate/up GEMM + GeGLU kernel (_geglu_gemm_*) per step")
-GPU_EXPECTATIONS = [
-    kernels_per_step(2),
-    FUSED_KERNEL,
-    gemms_per_step(1),  # cuBLAS's down projection; the Triton kernel is counted above
-    no_separate_kernel_for("gelu", "mul"),
-]
-CPU_EXPECTATIONS = [  # the interpreter runs the kernel in Python: no kernels, and only down_proj's aten::mm
-    label_recorded("fused_mlp_fwd", times=3),
-    cpu_op_runs("aten::mm", per_step=1),
-    no_cpu_op("aten::gelu", "aten::mul"),
-]
+FUSED_KERNEL = r"_geglu_gemm"
+
+
+def expectations(device_type):
+    """On a GPU: two kernels, the fused one and cuBLAS's down projection. Under Triton's interpreter on a CPU the
+    kernel runs as Python, named in the trace all the same, and only down_proj is an aten::mm."""
+    fused = ex.kernel_matching(FUSED_KERNEL, 1, text="one fused gate/up GEMM + GeGLU kernel (_geglu_gemm_*) per step")
+    if device_type != "cuda":
+        return [ex.profiler_steps(), fused, ex.cpu_op_runs("aten::mm", per_step=1), ex.no_cpu_op("aten::gelu", "aten::mul")]
+    return [
+        ex.profiler_steps(),
+        ex.kernels_per_step(2),
+        fused,
+        ex.gemms_per_step(1),  # cuBLAS's down projection; the Triton kernel is counted above
+        ex.no_separate_kernel_for("gelu", "mul"),
+    ]
+
+
+@exits_cleanly
+def main(argv=None):
+    parser = lesson.parser(__file__, __doc__, dtypes=("bf16", "fp16"), **simple_mlp.MLP_SIZES)
+    args = parser.parse_args(argv)
+    sizes = [args.batch, args.seq, args.dim, args.hidden]
+    run = lesson.setup(__file__, args, label=LABEL, tag=sizes, dtypes=("bf16", "fp16"))
+    require_runnable(args, run.device)
+
+    # The post's module, then the fused one with its weights, checked against an fp32 run before profiling.
+    torch.manual_seed(0)
+    reference = simple_mlp.SimpleGeGLUMLP(args.dim, args.hidden).to(run.device, run.dtype).eval()
+    fused = FusedGeGLUMLP.from_module(reference)
+    x = torch.randn(args.batch, args.seq, args.dim, device=run.device, dtype=run.dtype)
+    outputs_agree = check_outputs_agree(fused, reference, x, run.dtype_name)
+    model = torch.compile(fused) if args.compile else fused
+
+    def step():
+        with torch.no_grad(), record_function(LABEL):
+            return model(x)
+
+    expected = expectations(run.device.type)
+    lesson.announce(expected, run)
+    step()  # the first forward per shape compiles the Triton kernel and times its launch configurations
+    lesson.synchronize(run.device)
+
+    # The profile, as the post writes it: five steps, the last three recorded, no synchronize inside.
+    with profile(
+        activities=run.activities,
+        schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
+        record_shapes=False,
+        profile_memory=False,
+        with_stack=False,
+    ) as prof:
+        for _ in range(5):
+            step()
+            prof.step()
+    lesson.synchronize(run.device)
+
+    lesson.save(prof, run)  # traces/04_fused_mlp/<tag>.json and the op table beside it, <tag>.txt
+    lesson.check(expected, run)
+    lesson.next_steps(run, compare_with=[lesson.trace_of(run, "03_simple_mlp", sizes, compiled=True)])
+    return 0 if outputs_agree else 1  # the trace is written, but a module that computes something else fails
 
 
 if __name__ == "__main__":
-    run_lesson(
-        script=__file__,
-        label="fused_mlp_fwd",
-        sizes=simple_mlp.MLP_SIZES,
-        build=build,
-        preflight=preflight,
-        # The first forward per shape compiles the Triton kernel and times its launch configurations.
-        warm_calls=lambda args: 1,
-        expect=expectations_by_run(
-            gpu_eager=GPU_EXPECTATIONS,
-            gpu_compiled=GPU_EXPECTATIONS,
-            cpu_eager=CPU_EXPECTATIONS,
-            cpu_compiled=CPU_EXPECTATIONS,
-        ),
-        dtypes=("bf16", "fp16"),
-        description=__doc__,
-    )
+    raise SystemExit(main())

@@ -145,7 +145,7 @@ ATEN_OPS = [
     (r"tanh", "tanh"),
     (r"MulFunctor|mul_kernel", "mul"),
     (r"DivFunctor|div_true|div_trunc|div_floor", "div"),
-    (r"CUDAFunctorOnSelf_add|CUDAFunctorOnOther_add|AddFunctor|add_kernel", "add"),
+    (r"CUDAFunctor(?:OnSelf|OnOther)?_add|AddFunctor|add_kernel", "add"),
     (r"sub_kernel|SubFunctor", "sub"),
     (r"threshold_kernel|clamp_min", "relu"),
     (r"FillFunctor|fill_kernel", "fill"),

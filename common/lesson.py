@@ -1,31 +1,36 @@
-"""The profiling harness every lesson calls.
+"""The plumbing every lesson calls, as plain functions, in the order the lesson reads:
 
-A lesson gives us a module and its inputs; we do what the post does by hand, the same way every time:
+    parser(...)       the flags: the lesson's sizes with the post's defaults, --compile, --dtype, --device, --trace_dir
+    setup(...)        device and dtype, the trace's file name, a folder proved writable; one line of what runs
+    announce(...)     the guesses, before anything is profiled
+    save(...)         the Chrome trace (whole or not at all, no local path in it) and the op table beside it
+    check(...)        each guess against the trace: ✓, or ✗ with the reason when the hardware explains it
+    next_steps(...)   the commands to read, diff, view and share this trace, with its real file names
 
-    flags -> device and dtype -> build -> (torch.compile) -> profile 5 steps -> trace + op table -> checks
-
-The profile is `common.profiling`'s: the post's `schedule(wait=1, warmup=1, active=3)`. Every forward sits
-under one `record_function` label, so it shows up in the trace as a named box with its ops and kernels
-beneath it.
+The recipe itself (the module, `step()` under `record_function`, `torch.profiler.profile(...)` with the posts'
+schedule, the five `prof.step()`s) stays in the lesson, where the reader sees it.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import torch
 from rich.console import Console
 from rich.table import Table
-from torch.profiler import profile
+from torch.profiler import ProfilerActivity, profile
 
 from common.cli import DTYPE_NAMES, ArgumentParser, add_common_flags, positive_int
 from common.device import describe_device, dtype_name, pick_device, pick_dtype
-from common.errors import exits_cleanly
-from common.expect import announce, check_trace
+from common.expect import Expectation, check_trace
+from common.expect import announce as print_expectations
 from common.files import writable_dir, write_atomically
-from common.profiling import ACTIVE, STEPS, export_trace, profile_steps, synchronize
+from common.profiling import ACTIVE, STEPS, WAIT, WARMUP, export_trace, synchronize  # noqa: F401 (lessons call lesson.synchronize)
 
 TABLE_ROWS = 15
 
@@ -36,141 +41,185 @@ CPU_NOTE = (
 CPU_FP32_NOTE = "; fp32 is the default because bf16 matmuls on a CPU are slow"
 
 console = Console(highlight=False)
-output_checks_failed = 0  # see report_output_check
-
-Build = Callable[[argparse.Namespace, torch.device, torch.dtype], "tuple[Callable[..., Any], tuple]"]
 
 
-@exits_cleanly
-def run_lesson(
-    *,
-    script: str,
-    label: str,
-    sizes: dict[str, int],
-    build: Build,
-    expect: Callable[[argparse.Namespace, str], list] | None = None,
-    tag: Callable[[argparse.Namespace], Sequence[Any]] | None = None,
-    extra_flags: Callable[[argparse.ArgumentParser], None] | None = None,
-    warm_calls: Callable[[argparse.Namespace], int] | None = None,
-    preflight: Callable[[argparse.Namespace, torch.device], None] | None = None,
-    dtypes: tuple[str, ...] = DTYPE_NAMES,
-    description: str | None = None,
-    argv: Sequence[str] | None = None,
-) -> Path:
-    """Parse the flags, profile `build(...)`'s forward, write the trace and table, check the expectations.
+@dataclass(frozen=True)
+class Run:
+    """What one run of a lesson is: where, in what dtype, under which label, into which files."""
 
-    Returns the trace's path.
+    script: str  # the lesson's stem: `03_simple_mlp`
+    label: str  # the record_function label around each forward
+    device: torch.device
+    dtype: torch.dtype
+    compiled: bool
+    trace_path: Path
+    table_path: Path
 
-    script:      the lesson's `__file__`; its stem names the trace folder (`traces/<stem>/`).
-    label:       the record_function label around each forward (`mlp_fwd`, ...).
-    sizes:       one positive-int flag per entry, with the post's value as default.
-    build:       (args, device, dtype) -> (forward callable, inputs); called once, under a fixed seed.
-    expect:      (args, device_type) -> expectations (common.expect), said before and checked after.
-    tag:         args -> the parts of the file name before `_eager|_compile` (default: the sizes).
-    extra_flags: adds lesson-only flags to the parser.
-    warm_calls:  args -> how many forwards to run before the profiler starts (01's --warmup).
-    preflight:   (args, device) -> raises UsageError when the lesson cannot run here (GPU-only kernels).
-    dtypes:      the dtypes the lesson's code runs in (a bf16/fp16 kernel narrows --dtype and its default).
+    @property
+    def dtype_name(self) -> str:
+        return dtype_name(self.dtype)
+
+    @property
+    def activities(self) -> list[ProfilerActivity]:
+        """CPU always; CUDA when the run is on a GPU (asking for CUDA activity without one only adds warnings)."""
+        return [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.device.type == "cuda" else [])
+
+
+def parser(script: str, description: str | None, *, dtypes: tuple[str, ...] = DTYPE_NAMES, **sizes: int) -> ArgumentParser:
+    """The lesson's flags: one positive size per keyword (the post's value as default) and the common four.
+
+    The lesson adds its own flags to what this returns (`--warmup`, `--record_shapes`, ...), then parses.
     """
     name = Path(script).stem
-    parser = ArgumentParser(prog=f"{name}.py", description=description)
+    parser = ArgumentParser(
+        prog=f"{name}.py", description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     for size, default in sizes.items():
-        parser.add_argument(f"--{size}", type=positive_int, default=default, help=f"(default: {default})")
+        parser.add_argument(f"--{size}", type=positive_int, default=default, metavar="N", help=f"(default: {default}, the post's)")
     add_common_flags(parser, dtypes)
-    if extra_flags is not None:
-        extra_flags(parser)
-    args = parser.parse_args(argv)
+    return parser
 
+
+def setup(
+    script: str,
+    args: argparse.Namespace,
+    *,
+    label: str,
+    tag: Sequence[Any],
+    dtypes: tuple[str, ...] = DTYPE_NAMES,
+) -> Run:
+    """Device and dtype, the trace's file name, its folder; print one line of what runs (and how a CPU differs).
+
+    tag: the parts of the post's file name before `_eager|_compile` (`[64, 128, 768, 3072]`), where the part
+         "{dtype}" stands for the dtype's name (`[64, "{dtype}", "cold"]` -> `64_bf16_cold_eager`); see trace_tag.
+    """
+    name = Path(script).stem
     device = pick_device(args.device)
-    dtype_defaulted = args.dtype is None
     dtype = pick_dtype(args.dtype, device, dtypes)
-    args.dtype = dtype_name(dtype)
-    if preflight is not None:
-        preflight(args, device)
     out_dir = writable_dir(Path(args.trace_dir) / name, "traces")
+    parts = [dtype_name(dtype) if part == "{dtype}" else part for part in tag]
+    file_tag = trace_tag(parts, compiled=args.compile, dtype=dtype_name(dtype), device=device)
+    run = Run(name, label, device, dtype, args.compile, out_dir / f"{file_tag}.json", out_dir / f"{file_tag}.txt")
+
+    if args.compile:
+        # Inductor's CPU kernels are plain C++ functions, invisible to the profiler unless Inductor wraps each
+        # in a record_function: then `cpp_fused_gelu_mul_0` shows in a CPU trace as a kernel does in a GPU one.
+        import torch._inductor.config
+
+        torch._inductor.config.cpp.enable_kernel_profile = True
 
     mode = "compile" if args.compile else "eager"
-    console.print(f"[bold]{name}[/bold] · {label} · {describe_device(device)} · {args.dtype} · {mode}")
+    console.print(f"[bold]{name}[/bold] · {label} · {describe_device(device)} · {run.dtype_name} · {mode}")
     if device.type == "cpu":
-        fp32_note = CPU_FP32_NOTE if dtype_defaulted and args.dtype == "fp32" else ""
+        fp32_note = CPU_FP32_NOTE if args.dtype is None and run.dtype_name == "fp32" else ""
         console.print(f"[yellow]note:[/yellow] {CPU_NOTE}{fp32_note}.")
-
-    torch.manual_seed(0)
-    with console.status("building the module and its inputs"):
-        forward, inputs = build(args, device, dtype)
-    if args.compile:
-        forward = torch.compile(forward)
-
-    file_tag = trace_tag(tag(args) if tag else list(vars(args)[s] for s in sizes), args, device)
-    expectations = expect(args, device.type) if expect is not None else []
-    if expectations:
-        announce(expectations, console=console)
-
-    with torch.no_grad():
-        for _ in range(warm_calls(args) if warm_calls else 0):
-            forward(*inputs)
-        synchronize(device)
-        # No spinner while profiling: its refresh thread would take the GIL inside the recorded steps and
-        # show up as CPU time the forward never spent.
-        compiling = "the first compiles the forward, " if args.compile else ""
-        console.print(
-            f"profiling {STEPS} forwards: {compiling}the last {ACTIVE} are recorded "
-            f"(ProfilerStep#{STEPS - ACTIVE}..#{STEPS - 1})"
-        )
-        prof = profile_steps(lambda step: forward(*inputs), device, label=label,
-                             metadata={"lesson": name, "tag": file_tag})
-
-    trace_path = out_dir / f"{file_tag}.json"
-    table_path = out_dir / f"{file_tag}.txt"
-    export_trace(prof, trace_path, trace_name=shown_path(trace_path))
-    write_atomically(table_path, op_table_text(prof, device))
-    print_op_table(prof, device)
-
-    console.print(f"\ntrace: [bold]{trace_path}[/bold]   op table: {table_path}")
-    console.print(
-        "open it: drag the .json into https://ui.perfetto.dev, "
-        f"or `uvx trace-util traces -b {args.trace_dir}` for a shareable link"
-    )
-
-    if expectations:
-        check_trace(expectations, trace_path, device.type)  # a ✗ is a lesson, not an error: the exit code stays 0
-    if output_checks_failed:
-        raise SystemExit(1)  # the trace is written, but the module under study computes the wrong thing
-    return trace_path
+    return run
 
 
-def report_output_check(agrees: bool, line: str) -> None:
-    """Print a lesson's own correctness check, one line; if it failed, the lesson exits 1 once its trace is out.
-
-    A fast kernel that computes something else is the first thing to rule out before reading its trace.
-    """
-    global output_checks_failed
-    output_checks_failed += not agrees
-    console.print(f"{line} {'[green]✓[/green]' if agrees else '[red]✗[/red]'}", soft_wrap=True)
-
-
-def trace_tag(parts: Sequence[Any], args: argparse.Namespace, device: torch.device) -> str:
+def trace_tag(parts: Sequence[Any], *, compiled: bool, dtype: str, device: torch.device) -> str:
     """The post's file name, plus whatever differs from the post, so that no two runs share a file.
 
     The post ran bf16 on a GPU: another dtype is appended unless the lesson's own parts name it,
     and a CPU run is marked `_cpu` so it never overwrites a GPU trace.
     """
     parts = [str(p) for p in parts]
-    named_dtype = args.dtype in parts
-    parts.append("compile" if args.compile else "eager")
-    if not named_dtype and args.dtype != "bf16":
-        parts.append(args.dtype)
+    named_dtype = dtype in parts
+    parts.append("compile" if compiled else "eager")
+    if not named_dtype and dtype != "bf16":
+        parts.append(dtype)
     if device.type != "cuda":
         parts.append(device.type)
     return "_".join(parts)
 
 
-def shown_path(path: Path) -> str:
-    """The path relative to where the user stands, or just the file name: never an absolute local path."""
+def announce(expectations: Sequence[Expectation], run: Run) -> None:
+    """The guesses first; then one line on what the profile is about to do (outside the recorded steps)."""
+    print_expectations(expectations, console=console)
+    compiling = "the first compiles the forward, " if run.compiled else ""
+    console.print(
+        f"profiling {STEPS} steps: {compiling}the last {ACTIVE} are recorded "
+        f"(ProfilerStep#{WAIT + WARMUP}..#{STEPS - 1})"
+    )
+
+
+def save(prof: profile, run: Run) -> None:
+    """Write the Chrome trace and torch's op table beside it, then print the table to fit this terminal."""
+    export_trace(prof, run.trace_path, trace_name=shown_path(run.trace_path))
+    write_atomically(run.table_path, op_table_text(prof, run.device))
+    print_op_table(prof, run.device)
+    console.print(f"\ntrace: [bold]{run.trace_path}[/bold]   op table: {run.table_path}")
+
+
+def check(expectations: Sequence[Expectation], run: Run) -> int:
+    """Each guess against the written trace; a ✗ is a lesson, not an error. Returns the number of ✗."""
+    return check_trace(expectations, run.trace_path, run.device.type, console=console)
+
+
+def report_output_check(agrees: bool, line: str) -> bool:
+    """Print a lesson's own correctness check, one line, and return it (the lesson exits 1 when it failed).
+
+    A fast kernel that computes something else is the first thing to rule out before reading its trace.
+    """
+    console.print(f"{line} {'[green]✓[/green]' if agrees else '[red]✗[/red]'}", soft_wrap=True)
+    return agrees
+
+
+def trace_of(run: Run, script: str, tag: Sequence[Any], *, compiled: bool) -> Path:
+    """Where another lesson writes its trace for `tag` on this device and dtype (to compare with, if it exists)."""
+    name = trace_tag(tag, compiled=compiled, dtype=run.dtype_name, device=run.device)
+    return run.trace_path.parent.parent / script / f"{name}.json"
+
+
+def twin_path(path: Path) -> Path:
+    """The same run with `--compile` toggled: `..._eager.json` <-> `..._compile.json` (the file names above)."""
+    parts = path.stem.split("_")
+    for mode, other in (("eager", "compile"), ("compile", "eager")):
+        if mode in parts:
+            i = len(parts) - 1 - parts[::-1].index(mode)
+            parts[i] = other
+            break
+    return path.with_name("_".join(parts) + path.suffix)
+
+
+def next_steps(run: Run, *, compare_with: Sequence[Path] = ()) -> None:
+    """The commands to go on with, naming the files this run wrote and the traces it can be compared with."""
+    report = _command("trace-report", "common.trace_report")
+    trace = _shown(run.trace_path)
+    console.print("\n[bold]Next[/bold]")
+    console.print(f"  read it:   {report} {trace}", soft_wrap=True, markup=False)
+    for other in [twin_path(run.trace_path), *compare_with]:
+        if other.is_file() and other != run.trace_path:
+            console.print(f"  diff it:   {report} {_shown(other)} {trace}", soft_wrap=True, markup=False)
+    console.print("  view it:   drag the .json into https://ui.perfetto.dev (the page reads it in your browser)")
+    top = _shown(run.trace_path.parent.parent)
+    console.print(
+        f"  share it:  uvx trace-util traces -b {top}   uploads the folder {top} to a Hugging Face bucket under "
+        "your account (`hf auth login` first; it asks before creating the bucket) and prints a Perfetto link "
+        "per trace; the links open for others once the bucket is public",
+        soft_wrap=True,
+        markup=False,
+    )
+
+
+def _command(script: str, module: str) -> str:
+    """How to run one of our console scripts from here: through uv when this run came through uv."""
+    if os.environ.get("UV_RUN_RECURSION_DEPTH") or os.environ.get("UV"):
+        return f"uv run {script}"
+    return f"{Path(sys.executable).name} -m {module}"
+
+
+def _shown(path: Path) -> str:
+    """A path as the user can type it from here: relative when it lies below the current folder."""
     try:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
-        return path.name
+        return str(path)
+
+
+def shown_path(path: Path) -> str:
+    """The path relative to where the user stands, or just the file name: never an absolute local path."""
+    shown = _shown(path)
+    return shown if not os.path.isabs(shown) else path.name
 
 
 def sort_key(device: torch.device) -> str:
@@ -185,7 +234,8 @@ def op_table_text(prof: profile, device: torch.device) -> str:
 def print_op_table(prof: profile, device: torch.device) -> None:
     """The same rows in a table that fits a terminal: the ops that cost the most, per 3 active steps."""
     on_gpu = device.type == "cuda"
-    rows = sorted(prof.key_averages(), key=lambda e: getattr(e, sort_key(device)), reverse=True)
+    averages = prof.key_averages()
+    rows = sorted(averages, key=lambda e: getattr(e, sort_key(device)), reverse=True)
     table = Table(title=f"ops over {ACTIVE} active steps, by {'GPU' if on_gpu else 'CPU'} time (µs)")
     table.add_column("op", overflow="fold", max_width=60)
     table.add_column("calls", justify="right")
@@ -200,3 +250,7 @@ def print_op_table(prof: profile, device: torch.device) -> None:
             cells += [f"{row.device_time_total:.1f}", f"{row.self_device_time_total:.1f}"]
         table.add_row(*cells)
     console.print(table)
+    totals = f"Self CPU time total: {sum(e.self_cpu_time_total for e in averages) / 1e3:.3f} ms"
+    if on_gpu:
+        totals += f"   Self CUDA time total: {sum(e.self_device_time_total for e in averages) / 1e3:.3f} ms"
+    console.print(totals)

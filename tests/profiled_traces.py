@@ -21,8 +21,9 @@ def profile_cpu_mlp(path: Path, *, with_steps: bool = True, label: str = "mlp_fw
     x = torch.randn(2, 4, 16)
     gate, up, down = torch.randn(32, 16), torch.randn(32, 16), torch.randn(16, 32)
 
-    def forward():
-        return F.linear(F.gelu(F.linear(x, gate), approximate="tanh") * F.linear(x, up), down)
+    def forward():  # the post's order: gate, up, gelu, mul, down
+        g, u = F.linear(x, gate), F.linear(x, up)
+        return F.linear(F.gelu(g, approximate="tanh") * u, down)
 
     if with_steps:
         prof = profile_steps(lambda step: forward(), torch.device("cpu"), label=label)

@@ -119,7 +119,7 @@ def test_fused_lesson_at_decode_meets_a_split_k_down_projection_and_says_why():
     """04_fused_mlp.py at 8 tokens on the H200: cuBLAS splits K of the down projection, so 3 kernels, not 2."""
     lesson = importlib.import_module("04_fused_mlp")
     out = console()
-    failed = ex.check_trace(lesson.GPU_EXPECTATIONS, FUSED_DECODE, "cuda", console=out)
+    failed = ex.check_trace(lesson.expectations("cuda"), FUSED_DECODE, "cuda", console=out)
     text = out.file.getvalue()
     assert failed == 1
     assert "3 in each of 3 steps" in text and "splitKreduce_kernel" in text
@@ -211,11 +211,22 @@ def test_cpu_expectations(cpu_trace):
     assert outcome.ok is False and outcome.reason == ex.NOT_COMPILED
 
 
-def test_gpu_expectations_on_a_cpu_trace_fail_and_say_why(cpu_trace):
+def test_gpu_only_claims_on_a_cpu_trace_fail_and_say_why(cpu_trace):
     trace = read_trace(cpu_trace)
-    for expectation in (ex.kernels_per_step(5), ex.fused_pointwise_kernel("gelu", "mul"), ex.bias_in_gemm_epilogue()):
+    for expectation in (ex.runtime_calls_per_gemm(), ex.gemms_per_step(3), ex.closing_sync(), ex.kernel_resources()):
         outcome = expectation.check(trace)
         assert outcome.ok is False and outcome.reason == ex.NO_GPU
+
+
+def test_kernel_claims_read_the_math_ops_on_a_cpu_trace(cpu_trace):
+    """No GPU: the ops that do the arithmetic stand in for kernels (the tiny MLP: 3 mm, a gelu, a mul)."""
+    trace = read_trace(cpu_trace)
+    assert ex.kernels_per_step(5).check(trace).ok is True
+    assert ex.kernels_per_step(4).check(trace).ok is False
+    assert ex.kernels_in_order(("GEMM", "GEMM", "gelu", "mul", "GEMM")).check(trace).ok is True
+    assert ex.kernels_in_order(("GEMM", "gelu", "GEMM", "mul", "GEMM")).check(trace).ok is False
+    outcome = ex.fused_pointwise_kernel("gelu", "mul").check(trace)
+    assert outcome.ok is False and outcome.reason == ex.LOOKS_EAGER
 
 
 # --- what the harness calls ----------------------------------------------------------------------------------

@@ -374,5 +374,10 @@ def geglu_gemm(
                 return _small_m_configs(max(16, triton.next_power_of_2(M)))
             return POINTER_CONFIGS
 
-    launch(config or _best_config.get(key) or _tune(key, candidates(), launch))
+    chosen = config or _best_config.get(key) or _tune(key, candidates(), launch)
+    if INTERPRETING:  # the kernel runs as Python on the CPU: name it in a CPU trace, as a GPU lane names a kernel
+        with torch.profiler.record_function((_geglu_gemm_tma_kernel if use_tma else _geglu_gemm_kernel).fn.__name__):
+            launch(chosen)
+    else:
+        launch(chosen)
     return h
