@@ -14,12 +14,14 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-# Real traces from an H200 (torch 2.11, bf16): the post's MLP eager and compiled, nn.Linear(32, 64), and
-# 04_fused_mlp.py at 8 tokens (cuBLAS splits the down projection's K there: a GEMM and a splitKreduce_kernel).
+# Real traces from an H200 (torch 2.11, CUDA 13, bf16), none synchronized inside a step: the post's MLP eager and
+# compiled and nn.Linear(32, 64), in the post's order; and under h200/traces/, every post command as the lessons
+# wrote it (their own file names), with 04_fused_mlp.py at 8 tokens (cuBLAS splits the down projection's K there:
+# a GEMM and a splitKreduce_kernel).
 H200_EAGER = FIXTURES / "h200" / "mlp_eager.json.gz"
 H200_COMPILED = FIXTURES / "h200" / "mlp_compile.json.gz"
 H200_LINEAR = FIXTURES / "h200" / "linear_eager.json.gz"
-H200_FUSED_DECODE = FIXTURES / "h200" / "fused_decode.json.gz"
+H200_FUSED_DECODE = FIXTURES / "h200" / "traces" / "04_fused_mlp" / "8_1_768_3072_eager.json.gz"
 
 if str(ROOT) not in sys.path:  # lessons are importable by name: importlib.import_module("03_simple_mlp")
     sys.path.insert(0, str(ROOT))
