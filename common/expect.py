@@ -588,7 +588,8 @@ def same_gemm_kernels_as(reference: str | Path | Callable[[Path], Path], what: s
         ours, theirs = _gemm_names(trace), _gemm_names(other)
         if ours == theirs and ours:
             names = ", ".join(f"{name} ×{_fmt(n)}" if n != 1 else name for name, n in ours.items())
-            return Outcome(True, f"{_fmt(sum(ours.values()))} GEMMs per step, same names in {path.name}: {names}")
+            total = sum(ours.values())
+            return Outcome(True, f"{_fmt(total)} GEMM{'s' if total != 1 else ''} per step, same names in {path.name}: {names}")
         only_ours = [n for n in ours if n not in theirs]
         only_theirs = [n for n in theirs if n not in ours]
         parts = []
