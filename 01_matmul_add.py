@@ -43,7 +43,7 @@ def expectations(args):
     gemm_op = "aten::bmm" if args.batched else "aten::mm"
     checks += [
         ex.compute_bound(dominant="GEMM", claim="P1-02") if big else ex.overhead_bound(claim="P1-01"),
-        ex.cpu_runs_ahead(claim="P1-06") if big else ex.lanes_together(claim="P1-06"),
+        ex.gpu_lane_lag(cpu_ahead=big, claim="P1-06"),
         ex.steps_alike(claim="P1-05") if args.warmup else ex.cold_first_step(LABEL, claim="P1-04"),
         ex.dispatch_chain(LABEL, "aten::matmul", gemm_op, claim="P1-08" if args.batched else "P1-07"),
         ex.dispatch_chain(LABEL, "aten::add", claim="P1-07"),

@@ -62,6 +62,7 @@ def expectations(args):
             ex.kernels_in_order(("GEMM", "GEMM", "gelu", "mul", "GEMM"), claim="P2-08"),
             ex.runtime_calls_per_gemm(claim="P2-09"),
             ex.views_launch_nothing(claim="P2-10"),
+            ex.gemms_launched_by("aten::mm", claim="P2-10"),
             ex.gemm_shapes((gate, up, down), recorded=args.record_shapes, claim="P2-11"),
             ex.gemm_variants(same=(0, 1), other=2, claim="P2-12"),
         ]

@@ -95,8 +95,8 @@ def test_size_64_is_not_compute_bound_and_4096_is_not_overhead_bound():
     big = read_trace(H200 / "01_matmul_add" / "4096_bf16_cold_eager.json.gz")
     assert ex.compute_bound(claim="P1-02").check(small).ok is False
     assert ex.overhead_bound(claim="P1-01").check(big).ok is False
-    assert ex.cpu_runs_ahead().check(small).ok is False and ex.lanes_together().check(big).ok is False
-    assert "the CPU lane" not in ex.lanes_together().check(big).evidence
+    assert ex.gpu_lane_lag(cpu_ahead=True).check(small).ok is False
+    assert ex.gpu_lane_lag(cpu_ahead=False).check(big).ok is False
 
 
 def test_compiled_claims_fail_on_an_eager_trace():
