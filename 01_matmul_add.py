@@ -14,9 +14,9 @@ that reads the GEMM's output back from memory.
 import torch
 from torch.profiler import profile, record_function, schedule
 
-from common import expect as ex
 from common import lesson
 from common.errors import exits_cleanly
+from common.traces import expect as ex
 
 LABEL = "matmul_add"
 

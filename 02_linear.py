@@ -13,9 +13,9 @@ import torch
 from torch import nn
 from torch.profiler import profile, record_function, schedule
 
-from common import expect as ex
 from common import lesson
 from common.errors import exits_cleanly
+from common.traces import expect as ex
 
 LABEL = "linear_fwd"
 

@@ -22,17 +22,14 @@ liger-kernel package when the Hub cannot be reached. One line says which one was
 Run `03_simple_mlp.py` with the same sizes first (eager and `--compile`): two checks compare with its traces.
 """
 
-import importlib
-
 import torch
 from torch.profiler import profile, record_function, schedule
 
-from common import expect as ex
 from common import lesson
 from common.errors import UsageError, exits_cleanly
-from common.liger import SOURCES, require_runnable, resolve_liger_geglu_mlp
-
-simple_mlp = importlib.import_module("03_simple_mlp")
+from common.mlp import POST_SIZES, SimpleGeGLUMLP
+from common.mlp.liger import SOURCES, require_runnable, resolve_liger_geglu_mlp
+from common.traces import expect as ex
 
 LABEL = "kernels_mlp_fwd"
 
@@ -81,7 +78,7 @@ def expectations(args, device_type, simple_eager, simple_compiled):
 
 @exits_cleanly
 def main(argv=None):
-    parser = lesson.parser(__file__, __doc__, **simple_mlp.MLP_SIZES)
+    parser = lesson.parser(__file__, __doc__, **POST_SIZES)
     parser.add_argument(
         "--kernel_source", choices=SOURCES, default=None,
         help="where LigerGEGLUMLP comes from (default: --kernel_repo, LOCAL_KERNELS, the Hub, then the "
@@ -104,7 +101,7 @@ def main(argv=None):
     # The post's module first, built as 03_simple_mlp.py builds it (same seed, same weights, same input);
     # then Liger's layer with those weights, checked against it before anything is profiled.
     torch.manual_seed(0)
-    reference = simple_mlp.SimpleGeGLUMLP(args.dim, args.hidden).to(run.device, run.dtype).eval()
+    reference = SimpleGeGLUMLP(args.dim, args.hidden).to(run.device, run.dtype).eval()
     x = torch.randn(args.batch, args.seq, args.dim, device=run.device, dtype=run.dtype)
     mlp = liger.build(args.dim, args.hidden)
     try:

@@ -11,35 +11,35 @@ and multiply into one Triton kernel, `triton_poi_fused__unsafe_view_gelu_mul_0`.
     uv run 03_simple_mlp.py --batch 64 --seq 128 --dim 768 --hidden 3072
     uv run 03_simple_mlp.py --batch 64 --seq 128 --dim 768 --hidden 3072 --compile
     uv run 03_simple_mlp.py --record_shapes          # each aten::mm's input shapes (costs CPU time per op)
+
+The module, as the post writes it (it lives in common/mlp/simple.py, where lessons 03_kernels and 04, the
+benchmark and the tests import it; a test keeps this copy identical):
+
+    class SimpleGeGLUMLP(nn.Module):
+        def __init__(self, dim, hidden):
+            super().__init__()
+            self.gate_proj = nn.Linear(dim, hidden, bias=False)
+            self.up_proj = nn.Linear(dim, hidden, bias=False)
+            self.down_proj = nn.Linear(hidden, dim, bias=False)
+
+        def forward(self, x):
+            g = self.gate_proj(x)
+            u = self.up_proj(x)
+            h = F.gelu(g, approximate="tanh")
+            m = h * u
+            y = self.down_proj(m)
+            return y
 """
 
 import torch
-import torch.nn.functional as F
-from torch import nn
 from torch.profiler import profile, record_function, schedule
 
-from common import expect as ex
 from common import lesson
 from common.errors import exits_cleanly
+from common.mlp import POST_SIZES, SimpleGeGLUMLP
+from common.traces import expect as ex
 
 LABEL = "mlp_fwd"
-MLP_SIZES = {"batch": 64, "seq": 128, "dim": 768, "hidden": 3072}
-
-
-class SimpleGeGLUMLP(nn.Module):
-    def __init__(self, dim, hidden):
-        super().__init__()
-        self.gate_proj = nn.Linear(dim, hidden, bias=False)
-        self.up_proj = nn.Linear(dim, hidden, bias=False)
-        self.down_proj = nn.Linear(hidden, dim, bias=False)
-
-    def forward(self, x):
-        g = self.gate_proj(x)
-        u = self.up_proj(x)
-        h = F.gelu(g, approximate="tanh")
-        m = h * u
-        y = self.down_proj(m)
-        return y
 
 
 def expectations(args):
@@ -71,7 +71,7 @@ def expectations(args):
 
 @exits_cleanly
 def main(argv=None):
-    parser = lesson.parser(__file__, __doc__, **MLP_SIZES)
+    parser = lesson.parser(__file__, __doc__, **POST_SIZES)
     parser.add_argument(
         "--record_shapes", action="store_true", help="record each op's input shapes (P2-11); costs CPU time per op"
     )

@@ -22,18 +22,15 @@ The module is forward-only (inference) and runs in bf16 or fp16. Its first call 
 and times a few launch configurations, outside the profiled steps.
 """
 
-import importlib
-
 import torch
 from torch.profiler import profile, record_function, schedule
 
-from common import expect as ex
 from common import lesson
 from common.errors import UsageError, exits_cleanly
-from common.fused_mlp import FusedGeGLUMLP
-from common.triton_ops.geglu_gemm import INTERPRETING
-
-simple_mlp = importlib.import_module("03_simple_mlp")
+from common.mlp import POST_SIZES, SimpleGeGLUMLP
+from common.mlp.fused import FusedGeGLUMLP
+from common.mlp.triton_ops.geglu_gemm import INTERPRETING
+from common.traces import expect as ex
 
 LABEL = "fused_mlp_fwd"
 
@@ -61,7 +58,7 @@ def check_outputs_agree(fused, reference, x, dtype_name):
     Both round differently (eager rounds gate, up, their GELU and product to bf16; the fused kernel keeps them in
     fp32 and rounds h once), so neither is the truth: an fp32 run of the same weights is.
     """
-    exact = simple_mlp.SimpleGeGLUMLP(reference.gate_proj.in_features, reference.gate_proj.out_features)
+    exact = SimpleGeGLUMLP(reference.gate_proj.in_features, reference.gate_proj.out_features)
     exact = exact.to(x.device, torch.float32)
     exact.load_state_dict(reference.state_dict())
     with torch.no_grad():
@@ -96,7 +93,7 @@ def expectations(device_type):
 
 @exits_cleanly
 def main(argv=None):
-    parser = lesson.parser(__file__, __doc__, dtypes=("bf16", "fp16"), **simple_mlp.MLP_SIZES)
+    parser = lesson.parser(__file__, __doc__, dtypes=("bf16", "fp16"), **POST_SIZES)
     args = parser.parse_args(argv)
     sizes = [args.batch, args.seq, args.dim, args.hidden]
     run = lesson.setup(__file__, args, label=LABEL, tag=sizes, dtypes=("bf16", "fp16"))
@@ -104,7 +101,7 @@ def main(argv=None):
 
     # The post's module, then the fused one with its weights, checked against an fp32 run before profiling.
     torch.manual_seed(0)
-    reference = simple_mlp.SimpleGeGLUMLP(args.dim, args.hidden).to(run.device, run.dtype).eval()
+    reference = SimpleGeGLUMLP(args.dim, args.hidden).to(run.device, run.dtype).eval()
     fused = FusedGeGLUMLP.from_module(reference)
     x = torch.randn(args.batch, args.seq, args.dim, device=run.device, dtype=run.dtype)
     outputs_agree = check_outputs_agree(fused, reference, x, run.dtype_name)

@@ -64,12 +64,11 @@ from rich.table import Table
 
 from common import bench
 from common.cli import ArgumentParser, positive_int
-from common.device import DTYPES, describe_device, dtype_name, pick_device, pick_dtype
 from common.errors import UsageError, exits_cleanly
 from common.files import writable_dir
-from common.profiling import synchronize
-
-simple_mlp = importlib.import_module("03_simple_mlp")
+from common.lesson.device import DTYPES, describe_device, dtype_name, pick_device, pick_dtype
+from common.lesson.profiling import synchronize
+from common.mlp import SimpleGeGLUMLP
 
 # Not a terminal (CI logs, a remote run): rich would assume 80 columns and fold the table; give it room.
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
@@ -183,7 +182,7 @@ _liger: dict = {}  # the resolved layer (or why none), looked up once per run: t
 
 
 def build_liger(mlp: torch.nn.Module) -> Forward:
-    from common.liger import build_liger_geglu_mlp, require_runnable
+    from common.mlp.liger import build_liger_geglu_mlp, require_runnable
 
     hidden, dim = mlp.gate_proj.weight.shape
     if "error" in _liger:
@@ -204,7 +203,7 @@ def build_liger(mlp: torch.nn.Module) -> Forward:
 
 
 def build_fused(mlp: torch.nn.Module) -> Forward:
-    from common.fused_mlp import FusedGeGLUMLP
+    from common.mlp.fused import FusedGeGLUMLP
 
     return FusedGeGLUMLP.from_module(mlp)
 
@@ -638,7 +637,7 @@ def run(argv: list[str] | None) -> list[Row]:
         progress.advance(task)
         for shape in shapes:
             torch.manual_seed(0)
-            mlp = simple_mlp.SimpleGeGLUMLP(shape.dim, shape.hidden).to(device, dtype).requires_grad_(False)
+            mlp = SimpleGeGLUMLP(shape.dim, shape.hidden).to(device, dtype).requires_grad_(False)
             check = reference(mlp, shape, device, dtype)
             shape_rows = []
             for name in names:

@@ -1,1 +1,11 @@
-"""Shared plumbing for the lessons: flags, device choice, the profiling harness, trace reading, Triton kernels."""
+"""What the lessons, `trace-report` and the benchmark share, by concern:
+
+    common/cli.py, errors.py, files.py   flags and one-line errors (exit 2), atomic writes: standard library only
+    common/lesson/                       the lessons' plumbing: device and dtype, file names, export, tables, checks
+    common/traces/                       reading traces and checking claims against them: no torch (trace-report)
+    common/mlp/                          the MLPs the lessons profile, and their Triton kernels
+    common/bench/                        timing the MLP variants side by side (benchmark_mlp.py)
+
+Imports go one way: `traces` imports only the standard modules above and rich; `mlp` imports torch, triton and
+`errors`; `lesson` imports `traces` (its checks) and the standard modules; `bench` may import all of them.
+"""

@@ -15,7 +15,7 @@ from conftest import H200_FUSED_DECODE as FUSED_DECODE
 from conftest import H200_LINEAR as LINEAR
 from rich.console import Console
 
-from common import expect as ex
+from common.traces import expect as ex
 from common.traces import read_trace
 
 

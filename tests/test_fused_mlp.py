@@ -7,7 +7,6 @@ TRITON_INTERPRET=1 (`_interpreter_results`); each test below checks one of its r
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 import os
@@ -37,10 +36,9 @@ def _reference_h(x, w_gate, w_up):
 
 def _interpreter_worker() -> None:
     """Runs in the child process (TRITON_INTERPRET=1): every case, one JSON object on stdout."""
-    from common.fused_mlp import FusedGeGLUMLP
-    from common.triton_ops import geglu_gemm, interleave_gate_up, uses_tma
+    from common.mlp.fused import FusedGeGLUMLP
+    from common.mlp.triton_ops import geglu_gemm, interleave_gate_up, uses_tma
 
-    simple = importlib.import_module("03_simple_mlp")
     results = {}
     for dtype_name, dtype in DTYPES.items():
         for m, k, n in GEMM_SHAPES:
@@ -63,10 +61,10 @@ def _interpreter_worker() -> None:
                     "eager_rel": _rel_err(eager, want),
                 }
         torch.manual_seed(0)
-        reference = simple.SimpleGeGLUMLP(40, 24).to(dtype)
+        reference = SimpleGeGLUMLP(40, 24).to(dtype)
         fused = FusedGeGLUMLP.from_module(reference)
         x = torch.randn(2, 3, 40, dtype=dtype)
-        exact = simple.SimpleGeGLUMLP(40, 24)
+        exact = SimpleGeGLUMLP(40, 24)
         exact.load_state_dict(reference.state_dict())
         with torch.inference_mode():
             y, want, eager = fused(x), exact(x.float()), reference(x)
@@ -119,9 +117,9 @@ def test_fused_module_matches_the_eager_module_under_the_interpreter(interpreter
 
 
 def test_fused_module_has_the_simple_modules_parameters():
-    from common.fused_mlp import FusedGeGLUMLP
+    from common.mlp.fused import FusedGeGLUMLP
 
-    simple = importlib.import_module("03_simple_mlp").SimpleGeGLUMLP(8, 16)
+    simple = SimpleGeGLUMLP(8, 16)
     fused = FusedGeGLUMLP.from_module(simple)
     assert fused.state_dict().keys() == simple.state_dict().keys()
     for name, tensor in simple.state_dict().items():
@@ -132,7 +130,7 @@ def test_fused_module_has_the_simple_modules_parameters():
 
 
 def test_fused_module_refreshes_its_interleaved_weight_after_an_edit():
-    from common.fused_mlp import FusedGeGLUMLP
+    from common.mlp.fused import FusedGeGLUMLP
 
     fused = FusedGeGLUMLP(8, 16)
     with torch.no_grad():
@@ -143,7 +141,7 @@ def test_fused_module_refreshes_its_interleaved_weight_after_an_edit():
 
 
 def test_fused_module_refuses_fp32_and_gradients():
-    from common.fused_mlp import FusedGeGLUMLP
+    from common.mlp.fused import FusedGeGLUMLP
 
     fused = FusedGeGLUMLP(8, 16)
     with pytest.raises(TypeError, match="bfloat16 or float16"):
@@ -198,15 +196,15 @@ GPU_SHAPES = [(8, 1, 768, 3072), (64, 128, 768, 3072), (16, 512, 4096, 11008), (
 @pytest.mark.parametrize("dtype_name", list(DTYPES))
 @pytest.mark.parametrize("shape", GPU_SHAPES, ids=lambda s: "x".join(str(v) for v in s if v))
 def test_fused_module_matches_eager_on_gpu(shape, dtype_name):
-    from common.fused_mlp import FusedGeGLUMLP
+    from common.mlp.fused import FusedGeGLUMLP
 
     batch, seq, dim, hidden = shape
     dtype = DTYPES[dtype_name]
-    simple = importlib.import_module("03_simple_mlp").SimpleGeGLUMLP
+    simple = SimpleGeGLUMLP
     torch.manual_seed(0)
     reference = simple(dim, hidden).to("cuda", dtype)
     fused = FusedGeGLUMLP.from_module(reference)
-    exact = simple(dim, hidden).to("cuda")
+    exact = SimpleGeGLUMLP(dim, hidden).to("cuda")
     exact.load_state_dict(reference.state_dict())
     x = torch.randn(*([batch, seq] if seq else [batch]), dim, device="cuda", dtype=dtype)
     with torch.inference_mode():
@@ -221,7 +219,7 @@ def test_fused_module_matches_eager_on_gpu(shape, dtype_name):
 @pytest.mark.parametrize("kernel", ["tma", "pointer"])
 @pytest.mark.parametrize("mkn", [(1000, 776, 1032), (37, 200, 300), (1, 768, 3072), (300, 64, 96)])
 def test_both_kernels_on_ragged_shapes_on_gpu(kernel, mkn):
-    from common.triton_ops import geglu_gemm, interleave_gate_up
+    from common.mlp.triton_ops import geglu_gemm, interleave_gate_up
 
     m, k, n = mkn
     if kernel == "tma" and (torch.cuda.get_device_capability()[0] < 9 or k % 8 or n % 8):
@@ -240,7 +238,7 @@ def test_both_kernels_on_ragged_shapes_on_gpu(kernel, mkn):
 @pytest.mark.gpu
 @requires_cuda
 def test_compiled_fused_module_matches_eager_fused_on_gpu():
-    from common.fused_mlp import FusedGeGLUMLP
+    from common.mlp.fused import FusedGeGLUMLP
 
     torch.manual_seed(0)
     fused = FusedGeGLUMLP(768, 3072, device="cuda", dtype=torch.bfloat16)
@@ -252,9 +250,8 @@ def test_compiled_fused_module_matches_eager_fused_on_gpu():
 @pytest.mark.gpu
 @requires_cuda
 def test_decode_calls_launch_the_kept_kernel_and_match_the_first_call_on_gpu():
-    from common.triton_ops import geglu_gemm, interleave_gate_up
-
-    ops = importlib.import_module("common.triton_ops.geglu_gemm")
+    from common.mlp.triton_ops import geglu_gemm, interleave_gate_up
+    from common.mlp.triton_ops import geglu_gemm as ops
     torch.manual_seed(0)
     x = torch.randn(8, 768, device="cuda", dtype=torch.bfloat16)
     w = interleave_gate_up(*(torch.randn(3072, 768, device="cuda", dtype=torch.bfloat16) / 28 for _ in range(2)))

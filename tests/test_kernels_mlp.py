@@ -8,7 +8,6 @@ real `kernels` loader; a missing liger-kernel package is simulated the way Pytho
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import socket
@@ -21,7 +20,8 @@ import torch
 from conftest import load_trace, requires_cuda, run_script, stderr_lines
 
 from common.errors import UsageError
-from common.liger import (
+from common.mlp import SimpleGeGLUMLP
+from common.mlp.liger import (
     HUB_PROBE_TIMEOUT_S,
     HUB_REPO,
     _hub_unreachable,
@@ -162,9 +162,8 @@ def test_local_kernel_repo_compiles(kernel_repo, tmp_path):
 
 
 def test_local_layer_gets_the_simple_mlps_weights(kernel_repo):
-    simple_mlp = importlib.import_module("03_simple_mlp")
     torch.manual_seed(0)
-    reference = simple_mlp.SimpleGeGLUMLP(8, 16)
+    reference = SimpleGeGLUMLP(8, 16)
     layer, resolved = build_liger_geglu_mlp(8, 16, kernel_repo=kernel_repo)
     assert resolved.source == "local" and type(layer).__name__ == "LigerGEGLUMLP"
     assert (layer.gate_proj.weight.shape, layer.down_proj.weight.shape) == ((16, 8), (8, 16))
@@ -309,9 +308,8 @@ def test_pypi_liger_on_gpu_matches_simple_mlp(tmp_path):
     assert not any("Gelu" in k or "BinaryFunctor" in k for k in others), others
 
     # And in this process, independently of the lesson's own check.
-    simple_mlp = importlib.import_module("03_simple_mlp")
     torch.manual_seed(0)
-    reference = simple_mlp.SimpleGeGLUMLP(768, 3072).cuda().bfloat16()
+    reference = SimpleGeGLUMLP(768, 3072).cuda().bfloat16()
     layer, _ = build_liger_geglu_mlp(768, 3072, source="pypi")
     layer.load_state_dict(reference.state_dict())
     layer = layer.cuda().bfloat16()

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-import importlib
+import inspect
 import re
+import textwrap
 
 import pytest
 import torch
 from conftest import ROOT, load_trace, run_script, stderr_lines
+
+from common.mlp import SimpleGeGLUMLP
 
 SMALL = {
     "01_matmul_add.py": ["--size", "16"],
@@ -57,15 +60,22 @@ def test_simple_mlp_runs_the_posts_ops(tmp_path):
 
 
 def test_the_module_is_the_posts():
-    lesson = importlib.import_module("03_simple_mlp")
     torch.manual_seed(0)
-    mlp = lesson.SimpleGeGLUMLP(8, 16)
+    mlp = SimpleGeGLUMLP(8, 16)
     x = torch.randn(2, 3, 8)
     gate = x @ mlp.gate_proj.weight.T
     gelu_tanh = 0.5 * gate * (1 + torch.tanh((2 / torch.pi) ** 0.5 * (gate + 0.044715 * gate**3)))
     expected = (gelu_tanh * (x @ mlp.up_proj.weight.T)) @ mlp.down_proj.weight.T
     torch.testing.assert_close(mlp(x), expected)
     assert all(m.bias is None for m in (mlp.gate_proj, mlp.up_proj, mlp.down_proj))
+
+
+def test_lesson_03_shows_the_module_as_it_is_defined():
+    """The lesson's docstring carries the post's code for the reader; the module's one home is common/mlp."""
+    docstring = (ROOT / "03_simple_mlp.py").read_text().split('"""')[1]
+    shown = textwrap.dedent(docstring.split("as the post writes it")[1].split("\n\n", 1)[1])
+    source = inspect.getsource(SimpleGeGLUMLP)
+    assert source.strip() in shown, shown
 
 
 @pytest.mark.slow

@@ -16,10 +16,10 @@ from conftest import H200_LINEAR as LINEAR
 from profiled_traces import profile_cpu_mlp
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
-from common import traces
 from common.errors import UsageError
-from common.kernel_names import decode, is_gemm, short_name, split_fused_ops
 from common.traces import diff, read_trace
+from common.traces import reader as traces
+from common.traces.kernel_names import decode, is_gemm, short_name, split_fused_ops
 
 
 @pytest.fixture(scope="module")

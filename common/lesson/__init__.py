@@ -26,11 +26,11 @@ from rich.table import Table
 from torch.profiler import ProfilerActivity, profile
 
 from common.cli import DTYPE_NAMES, ArgumentParser, add_common_flags, positive_int
-from common.device import describe_device, dtype_name, pick_device, pick_dtype
-from common.expect import Expectation, check_trace
-from common.expect import announce as print_expectations
 from common.files import writable_dir, write_atomically
-from common.profiling import ACTIVE, STEPS, WAIT, WARMUP, export_trace, synchronize  # noqa: F401 (lessons call lesson.synchronize)
+from common.lesson.device import describe_device, dtype_name, pick_device, pick_dtype
+from common.lesson.profiling import ACTIVE, STEPS, WAIT, WARMUP, export_trace, synchronize  # noqa: F401 (lessons call lesson.synchronize)
+from common.traces.expect import Expectation, check_trace
+from common.traces.expect import announce as print_expectations
 
 TABLE_ROWS = 15
 
@@ -183,7 +183,7 @@ def twin_path(path: Path) -> Path:
 
 def next_steps(run: Run, *, compare_with: Sequence[Path] = ()) -> None:
     """The commands to go on with, naming the files this run wrote and the traces it can be compared with."""
-    report = _command("trace-report", "common.trace_report")
+    report = _command("trace-report", "common.traces.report")
     trace = _shown(run.trace_path)
     console.print("\n[bold]Next[/bold]")
     console.print(f"  read it:   {report} {trace}", soft_wrap=True, markup=False)

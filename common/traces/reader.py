@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from common.errors import UsageError
-from common.kernel_names import KernelName, decode
+from common.traces.kernel_names import KernelName, decode
 
 CHUNK_CHARS = 1 << 20
 MAX_EVENT_CHARS = 64 << 20  # one event (or one metadata value) larger than this is not a profiler trace

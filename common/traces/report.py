@@ -25,8 +25,8 @@ from rich.table import Table
 
 from common.cli import ArgumentParser, count_or_zero
 from common.errors import exits_cleanly
-from common.kernel_names import decode
-from common.traces import Step, Trace, TraceDiff, Verdict, diff, read_trace
+from common.traces.kernel_names import decode
+from common.traces.reader import Step, Trace, TraceDiff, Verdict, diff, read_trace
 
 DEFAULT_STEPS = 3
 DEFAULT_ROWS = 40

@@ -27,8 +27,8 @@ from typing import Callable, Sequence
 from rich.console import Console
 from rich.markup import escape
 
-from common.kernel_names import decode, split_fused_ops
-from common.traces import CpuOp, GpuWork, Step, Trace, read_trace
+from common.traces.kernel_names import decode, split_fused_ops
+from common.traces.reader import CpuOp, GpuWork, Step, Trace, read_trace
 
 OCCUPANCY_QUERY = "cudaOccupancyMaxActiveBlocksPerMultiprocessor"
 

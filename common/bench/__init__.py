@@ -252,7 +252,7 @@ def count_kernels(forward: Callable, inputs: Sequence[torch.Tensor]) -> KernelCo
     `common.traces` assigns each kernel to the step whose CPU side launched it, so a kernel that runs after its
     step ends still counts for that step.
     """
-    from common.profiling import profile_steps
+    from common.lesson.profiling import profile_steps
     from common.traces import read_trace
 
     prof = profile_steps(lambda step: forward(inputs[step % len(inputs)]), torch.device("cuda"))
