@@ -33,28 +33,6 @@ from common.traces import expect as ex
 
 LABEL = "kernels_mlp_fwd"
 
-# Both sides run the same three GEMMs on the same bf16 inputs; they differ only in how the tanh GELU is
-# computed (libdevice's tanh vs ATen's, both in fp32), which can flip the last bit of an intermediate value
-# after rounding to bf16. bf16 keeps 8 significant bits, so an output can then land one rounding step away,
-# about 1 part in 256: we allow torch's own bf16 tolerance (rtol 1.6e-2) plus an absolute floor for outputs
-# near zero.
-TOLERANCES = {"bf16": (1.6e-2, 1e-2), "fp16": (1e-3, 1e-3), "fp32": (1e-4, 1e-5)}  # (rtol, atol)
-
-
-def check_outputs_agree(mlp, reference, x, dtype_name):
-    """One line: does the hand-tuned layer compute what SimpleGeGLUMLP computes?"""
-    rtol, atol = TOLERANCES[dtype_name]
-    with torch.no_grad():
-        got, want = mlp(x).float(), reference(x).float()
-    diff = (got - want).abs()
-    agrees = bool((diff <= atol + rtol * want.abs()).all())
-    return lesson.report_output_check(
-        agrees,
-        f"output check: LigerGEGLUMLP and SimpleGeGLUMLP {'agree' if agrees else 'DISAGREE'} "
-        f"(max |Δ| {diff.max().item():.2e}; {dtype_name} tolerance |Δ| ≤ {atol:g} + {rtol:g}·|ref|)",
-    )
-
-
 def expectations(args, device_type, simple_eager, simple_compiled):
     """Part 2's claims for Liger's layer (numbered as in docs/claims.md); the two paths are
     03_simple_mlp.py's eager and compiled traces of the same sizes. Without a GPU only a local repository's
@@ -112,7 +90,7 @@ def main(argv=None):
             f"({str(err).splitlines()[0]})"
         ) from None
     mlp = mlp.to(run.device, run.dtype).eval()
-    outputs_agree = check_outputs_agree(mlp, reference, x, run.dtype_name)
+    outputs_agree = lesson.check_output("LigerGEGLUMLP", mlp, reference, x)
     if args.compile:
         mlp = torch.compile(mlp)
 

@@ -52,27 +52,6 @@ def require_runnable(args, device):
         )
 
 
-def check_outputs_agree(fused, reference, x, dtype_name):
-    """One line: is the fused module as close to an fp32 computation as SimpleGeGLUMLP in the same dtype?
-
-    Both round differently (eager rounds gate, up, their GELU and product to bf16; the fused kernel keeps them in
-    fp32 and rounds h once), so neither is the truth: an fp32 run of the same weights is.
-    """
-    exact = SimpleGeGLUMLP(reference.gate_proj.in_features, reference.gate_proj.out_features)
-    exact = exact.to(x.device, torch.float32)
-    exact.load_state_dict(reference.state_dict())
-    with torch.no_grad():
-        want = exact(x.float())
-        fused_err = (fused(x).float() - want).abs().max().item()
-        eager_err = (reference(x).float() - want).abs().max().item()
-    agrees = fused_err <= 2 * eager_err + 1e-6
-    return lesson.report_output_check(
-        agrees,
-        f"output check against fp32: FusedGeGLUMLP max |Δ| {fused_err:.2e}, SimpleGeGLUMLP ({dtype_name}) "
-        f"{eager_err:.2e}" + ("" if agrees else " (more than twice eager's error)"),
-    )
-
-
 FUSED_KERNEL = r"_geglu_gemm"
 
 
@@ -104,7 +83,7 @@ def main(argv=None):
     reference = SimpleGeGLUMLP(args.dim, args.hidden).to(run.device, run.dtype).eval()
     fused = FusedGeGLUMLP.from_module(reference)
     x = torch.randn(args.batch, args.seq, args.dim, device=run.device, dtype=run.dtype)
-    outputs_agree = check_outputs_agree(fused, reference, x, run.dtype_name)
+    outputs_agree = lesson.check_output("FusedGeGLUMLP", fused, reference, x)
     model = torch.compile(fused) if args.compile else fused
 
     def step():

@@ -27,6 +27,8 @@ from torch.profiler import ProfilerActivity, profile
 
 from common.cli import DTYPE_NAMES, ArgumentParser, add_common_flags, positive_int
 from common.files import writable_dir, write_atomically
+from common.mlp.accuracy import check_output as check_output_against
+from common.mlp.accuracy import fp32_reference
 from common.lesson.device import describe_device, dtype_name, pick_device, pick_dtype
 from common.lesson.profiling import ACTIVE, STEPS, WAIT, WARMUP, export_trace, synchronize  # noqa: F401 (lessons call lesson.synchronize)
 from common.traces.expect import Expectation, check_trace
@@ -155,13 +157,22 @@ def check(expectations: Sequence[Expectation], run: Run) -> int:
     return check_trace(expectations, run.trace_path, run.device.type, console=console)
 
 
-def report_output_check(agrees: bool, line: str) -> bool:
-    """Print a lesson's own correctness check, one line, and return it (the lesson exits 1 when it failed).
+def check_output(name: str, module, reference, x) -> bool:
+    """Before profiling: does `module` compute what the post's module does? One line; the lesson exits 1 if not.
 
-    A fast kernel that computes something else is the first thing to rule out before reading its trace.
+    Both are judged by the project's one rule (common.mlp.accuracy): relative error against `reference` run in
+    fp32 on the same input. The post's module in the run's dtype is printed beside it: neither is the truth, and
+    a fast kernel that computes something else is the first thing to rule out before reading its trace.
     """
-    console.print(f"{line} {'[green]✓[/green]' if agrees else '[red]✗[/red]'}", soft_wrap=True)
-    return agrees
+    want = fp32_reference(reference, x)
+    with torch.no_grad():
+        ours, eager = check_output_against(module(x), want, x.dtype), check_output_against(reference(x), want, x.dtype)
+    console.print(
+        f"output check against fp32: {name} {ours.describe()}; {type(reference).__name__} ({dtype_name(x.dtype)}) "
+        f"relative error {eager.error:.1e} {'[green]✓[/green]' if ours.ok else '[red]✗[/red]'}",
+        soft_wrap=True,
+    )
+    return ours.ok
 
 
 def trace_of(run: Run, script: str, tag: Sequence[Any], *, compiled: bool) -> Path:
