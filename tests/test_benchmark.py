@@ -14,12 +14,20 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import FIXTURES, requires_cuda, run_script, stderr_lines
+from rich.console import Console
+
+from common.bench import pace, table, timing
+from common.bench.kernels import kernel_counts
+from common.bench.measure import Settings
+from common.bench.rows import Row, add_speedups
+from common.bench.shapes import parse_shapes
+from common.bench.variants import Variant
+from common.traces import read_trace
+from common.traces.reader import CLOSE_TO_LINE, STARVED_SHARE
 
 benchmark = importlib.import_module("benchmark_mlp")
-from common import bench  # noqa: E402
-from common.traces import read_trace  # noqa: E402
 
-TINY = ["--shapes", "2x3:8:16", "--warmup-ms", "2", "--rep-ms", "20"]
+TINY = ["--shapes", "2x3:8:16", "--warmup_ms", "2", "--rep_ms", "20"]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
@@ -84,8 +92,8 @@ def kernel_not_found(mlp):
 
 
 def test_a_wrong_variant_is_reported_and_not_timed(monkeypatch, tmp_path, capsys):
-    monkeypatch.setitem(benchmark.VARIANTS, "relu", benchmark.Variant("relu", build=relu_instead_of_gelu))
-    monkeypatch.setitem(benchmark.VARIANTS, "broken", benchmark.Variant("broken", build=kernel_not_found))
+    monkeypatch.setitem(benchmark.VARIANTS, "relu", Variant("relu", build=relu_instead_of_gelu))
+    monkeypatch.setitem(benchmark.VARIANTS, "broken", Variant("broken", build=kernel_not_found))
     rows = benchmark.main([*TINY, "--device", "cpu", "--variants", "relu,broken", "--out", str(tmp_path)])
     by_name = {row.variant: row for row in rows}
     assert list(by_name) == ["eager", "relu", "broken"]  # eager joins as the baseline
@@ -106,12 +114,12 @@ def test_a_wrong_variant_is_reported_and_not_timed(monkeypatch, tmp_path, capsys
 
 
 def gpu_row(variant, *, cpu, busy, loop, gpu, kernels, launches, status="ok", reason=None):
-    return benchmark.Row(
+    return Row(
         "decode", 8, 1, 768, 3072, variant, status=status, reason=reason, first_call_s=1.0,
         rel_error=3e-3, tolerance=1.6e-2, time_us=gpu, time_p20_us=gpu * 0.98, time_p80_us=gpu * 1.03,
         samples=900, tflops=0.1, matmul_share=1e-3, roofline_share=0.3, loop_us=loop, cpu_us=cpu,
         gpu_busy_us=busy, gpu_busy_fraction=busy / loop, kernels=kernels, launches=launches,
-        paced_by="CPU" if cpu > busy else "GPU", peak_mib=0.2,
+        paced_by=pace.paced_by(cpu, busy, loop), peak_mib=0.2,
     )
 
 
@@ -120,31 +128,48 @@ def test_the_report_says_who_sets_the_pace_at_decode():
         gpu_row("eager", cpu=20.0, busy=8.0, loop=20.5, gpu=12.0, kernels=5, launches=5),
         gpu_row("compile", cpu=35.0, busy=7.0, loop=35.5, gpu=10.0, kernels=4, launches=4),
         gpu_row("reduce-overhead", cpu=9.0, busy=7.0, loop=9.5, gpu=10.0, kernels=4, launches=2),
-        benchmark.Row("decode", 8, 1, 768, 3072, "liger", status="failed", reason="no LigerGEGLUMLP available"),
-        benchmark.Row("decode", 8, 1, 768, 3072, "fused", status="WRONG", reason="relative error 0.3",
-                      rel_error=0.3, tolerance=1.6e-2),
+        Row("decode", 8, 1, 768, 3072, "liger", status="failed", reason="no LigerGEGLUMLP available"),
+        Row("decode", 8, 1, 768, 3072, "fused", status="WRONG", reason="relative error 0.3",
+            rel_error=0.3, tolerance=1.6e-2),
     ]
-    benchmark.add_speedups(rows)
+    add_speedups(rows)
     assert rows[1].loop_speedup == pytest.approx(20.5 / 35.5) and rows[1].speedup == pytest.approx(1.2)
 
-    story = "\n".join(benchmark.pace_story(benchmark.PRESETS["decode"], rows))
+    per_call = {name: variant.per_call for name, variant in benchmark.VARIANTS.items()}
+    story = "\n".join(pace.pace_story(benchmark.PRESETS["decode"], rows, per_call))
     assert "launch-bound" in story
     assert "compile: 4 kernels from 4 launches, 35.0 µs of CPU" in story and "0.58× eager in a loop" in story
     assert "reduce-overhead: 4 kernels from 2 launches" in story and "2.16× eager in a loop" in story
     assert "liger" not in story and "fused" not in story  # no numbers, no story
 
-    settings = benchmark.Settings(torch.device("cuda"), torch.bfloat16, 25, 100,
-                                  bench.Ceilings(700.0, 8192, 4000.0, 2 << 30))
-    console = benchmark.Console(record=True, width=240)
-    console.print(benchmark.shape_table(benchmark.PRESETS["decode"], rows, settings))
+    settings = Settings(torch.device("cuda"), torch.bfloat16, 25, 100, timing.Ceilings(700.0, 8192, 4000.0, 2 << 30))
+    console = Console(record=True, width=240)
+    console.print(table.shape_table(benchmark.PRESETS["decode"], rows, settings))
     text = console.export_text()
     assert "kernels/launches" in text and "4 / 2" in text and "WRONG" in text and "failed" in text
     assert "memory-bound" in text  # 14 MB of weights against 0.1 GFLOP
 
 
+def test_who_sets_the_pace_is_trace_reports_verdict_rule():
+    """The verdict's rule and thresholds (common/traces/reader.py), on numbers taken without the profiler."""
+    assert pace.paced_by(cpu_us=20.0, gpu_busy_us=8.0, loop_us=20.5) == "CPU"  # issuing takes longer than running
+    assert pace.paced_by(cpu_us=70.0, gpu_busy_us=3000.0, loop_us=3010.0) == "GPU"
+    starved_loop = 10.0 / (1 - STARVED_SHARE)  # the GPU idle STARVED_SHARE of the loop, though issued faster
+    assert pace.paced_by(cpu_us=9.0, gpu_busy_us=10.0, loop_us=starved_loop) == "CPU"
+    assert pace.paced_by(cpu_us=9.0, gpu_busy_us=10.0, loop_us=starved_loop * 0.99) == "GPU"
+
+    near = gpu_row("eager", cpu=60.0, busy=55.0, loop=61.0, gpu=30.0, kernels=5, launches=5)
+    assert CLOSE_TO_LINE[0] <= 55.0 / 60.0 <= CLOSE_TO_LINE[1]
+    story = "\n".join(pace.pace_story(benchmark.PRESETS["decode"], [near], {}))
+    assert "launch-bound" in story and "close to the line: 0.92x as much GPU work as CPU issue time" in story
+    far = gpu_row("eager", cpu=65.0, busy=247.0, loop=248.8, gpu=247.4, kernels=5, launches=5)
+    story = "\n".join(pace.pace_story(benchmark.PRESETS["post"], [far], {}))
+    assert "GPU-bound" in story and "close to the line" not in story
+
+
 def test_kernels_and_launches_per_forward_from_h200_traces():
-    eager = bench.kernel_counts(read_trace(FIXTURES / "h200" / "mlp_eager.json.gz"))
-    compiled = bench.kernel_counts(read_trace(FIXTURES / "h200" / "mlp_compile.json.gz"))
+    eager = kernel_counts(read_trace(FIXTURES / "h200" / "mlp_eager.json.gz"))
+    compiled = kernel_counts(read_trace(FIXTURES / "h200" / "mlp_compile.json.gz"))
     assert (eager.kernels, eager.launches) == (5, 5)  # 3 GEMMs, gelu, mul
     assert (compiled.kernels, compiled.launches) == (4, 4)  # gelu and mul fused by Inductor
     assert any(name.startswith("triton_") for name in compiled.names)
@@ -152,14 +177,14 @@ def test_kernels_and_launches_per_forward_from_h200_traces():
 
 
 def test_shapes_parse_presets_and_explicit_sizes():
-    shapes = benchmark.parse_shapes("decode, 16x512:4096:11008,2x3:8:16")
+    shapes = parse_shapes("decode, 16x512:4096:11008,2x3:8:16", benchmark.PRESETS)
     assert [s.name for s in shapes] == ["decode", "7B layer", "2x3:8:16"]
     assert shapes[2].tokens == 6 and shapes[2].flops == 2 * 6 * 8 * 16 * 3
 
 
 def test_percentiles_interpolate_like_numpy():
-    assert bench.percentile([5, 1, 4, 2, 3], 50) == 3
-    assert bench.percentile([1, 2, 3, 4, 5], 20) == pytest.approx(1.8)
+    assert timing.percentile([5, 1, 4, 2, 3], 50) == 3
+    assert timing.percentile([1, 2, 3, 4, 5], 20) == pytest.approx(1.8)
 
 
 @pytest.mark.parametrize(
@@ -169,7 +194,8 @@ def test_percentiles_interpolate_like_numpy():
         (["--shapes", "0x1:768:3072"], "positive"),
         (["--shapes", "decode,decode"], "twice"),
         (["--variants", "eager,turbo"], "unknown variant 'turbo'"),
-        (["--rep-ms", "0"], "positive"),
+        (["--rep_ms", "0"], "positive"),
+        (["--rep-ms", "5"], "unrecognized arguments: --rep-ms 5"),  # underscores, as in every lesson
         (["--dtype", "fp8"], "invalid choice"),
     ],
 )

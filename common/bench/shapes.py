@@ -1,0 +1,62 @@
+"""A shape: tokens = batch × seq rows through a dim → hidden → dim MLP, and how `--shapes` spells one."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Shape:
+    name: str
+    batch: int
+    seq: int
+    dim: int
+    hidden: int
+
+    @property
+    def tokens(self) -> int:
+        return self.batch * self.seq
+
+    @property
+    def flops(self) -> int:
+        """Three GEMMs of tokens x dim x hidden, two FLOPs per multiply-add; the GELU and product are noise."""
+        return 2 * self.tokens * self.dim * self.hidden * 3
+
+    def min_bytes(self, element_size: int) -> int:
+        """The least traffic any implementation needs: the three weights and x read once, the output written once."""
+        return (3 * self.dim * self.hidden + 2 * self.tokens * self.dim) * element_size
+
+    @property
+    def spec(self) -> str:
+        return f"{self.batch}x{self.seq}:{self.dim}:{self.hidden}"
+
+    @property
+    def title(self) -> str:
+        return f"{self.name} · {self.batch}×{self.seq} tokens · {self.dim}→{self.hidden}"
+
+
+SHAPE_PATTERN = re.compile(r"^(\d+)x(\d+):(\d+):(\d+)$")
+
+
+def parse_shapes(text: str, presets: dict[str, Shape]) -> list[Shape]:
+    """`decode,64x128:768:3072`: preset names or BATCHxSEQ:DIM:HIDDEN, comma-separated (for an argparse type)."""
+    shapes = []
+    for item in (part.strip() for part in text.split(",")):
+        if item.lower() in presets:
+            shapes.append(presets[item.lower()])
+            continue
+        match = SHAPE_PATTERN.match(item)
+        if not match:
+            raise argparse.ArgumentTypeError(
+                f"{item!r} is not BATCHxSEQ:DIM:HIDDEN (e.g. 8x1:768:3072) or one of {', '.join(presets)}"
+            )
+        sizes = [int(g) for g in match.groups()]
+        if min(sizes) <= 0:
+            raise argparse.ArgumentTypeError(f"{item!r}: every size must be a positive whole number")
+        preset = next((p for p in presets.values() if (p.batch, p.seq, p.dim, p.hidden) == tuple(sizes)), None)
+        shapes.append(preset or Shape(item, *sizes))
+    if len({s.name for s in shapes}) != len(shapes):
+        raise argparse.ArgumentTypeError(f"{text!r} names a shape twice")
+    return shapes

@@ -1,0 +1,214 @@
+"""How long a forward takes: timers for a GPU and a CPU, forwards back to back, and the machine's two ceilings.
+
+    gpu_timing        how long does one forward keep the GPU busy?   CUDA events around each call, L2 flushed
+    cpu_timing        the same on a CPU                              time.perf_counter around each call
+    back_to_back      how fast do forwards go when called in a loop? events around n calls, and the CPU's share
+    measure_ceilings  how fast can this machine multiply and copy?   a large GEMM and a large copy, same run
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Median and spread (20th and 80th percentiles) of per-call times, in µs, over `samples` calls."""
+
+    median_us: float
+    p20_us: float
+    p80_us: float
+    samples: int
+
+    @classmethod
+    def from_seconds(cls, samples: Sequence[float]) -> "Timing":
+        return cls.from_us([s * 1e6 for s in samples])
+
+    @classmethod
+    def from_us(cls, samples: Sequence[float]) -> "Timing":
+        return cls(percentile(samples, 50), percentile(samples, 20), percentile(samples, 80), len(samples))
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default), without numpy."""
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("no samples")
+    rank = (len(ordered) - 1) * q / 100
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+L2_FLUSH_BYTES = 256 << 20  # five times the 50-60 MB L2 of an H100 or H200, as triton's do_bench uses
+
+
+def gpu_timing(fn: Callable[[], object], warmup_ms: int, rep_ms: int) -> Timing:
+    """CUDA events around every call, the L2 cache flushed before each one and the CPU's issue time hidden.
+
+    Like triton's `do_bench`, each timed call comes after a 256 MB memset, so weights and inputs come from HBM,
+    as in a real model where the other layers have evicted them. Unlike it, when issuing a call takes the CPU
+    longer than the memset takes the GPU (a decode step: tens of µs of Python and launches for a few µs of
+    kernels), a spin kernel (`torch.cuda._sleep`) holds the GPU for the difference, so the start event and the
+    call's kernels are all queued before the GPU reaches them and the events measure GPU time only. Without
+    it, such calls are timed at the CPU's pace, and noisily. The hold is no longer than needed: idle time
+    between calls lets a power-limited GPU (an H200 at the post's shapes) clock higher than it would under
+    sustained load. `back_to_back` is the measurement that includes the CPU.
+    """
+    flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device="cuda")
+    fn()  # warm: lazy initialisation, allocator
+    torch.cuda.synchronize()
+    issue_us, flush_us, call_s = [], [], []
+    for _ in range(5):
+        before, after = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        before.record()
+        flush.zero_()
+        after.record()
+        start = time.perf_counter()
+        fn()
+        issue_us.append((time.perf_counter() - start) * 1e6)  # the CPU's side: the call returns once queued
+        torch.cuda.synchronize()
+        call_s.append(time.perf_counter() - start)
+        flush_us.append(before.elapsed_time(after) * 1e3)
+    hold_us = max(0.0, 1.5 * percentile(issue_us, 50) + 10 - percentile(flush_us, 50))
+    hold_cycles = int(spin_cycles_per_us() * hold_us)
+    # Counts of calls from the GPU time they take, as do_bench does: a loop bounded by the CPU's clock would
+    # queue seconds of work for a large shape and time it on a GPU already throttled by its power limit.
+    call = max(percentile(call_s, 50), 1e-6)
+    calls = max(5, min(1000, int(rep_ms / 1e3 / call)))
+    for _ in range(max(1, int(warmup_ms / 1e3 / call))):
+        fn()
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(calls)]
+    for before, after in events:
+        flush.zero_()
+        if hold_cycles:
+            torch.cuda._sleep(hold_cycles)
+        before.record()
+        fn()
+        after.record()
+    torch.cuda.synchronize()
+    return Timing.from_us([before.elapsed_time(after) * 1e3 for before, after in events])
+
+
+@functools.lru_cache(maxsize=None)
+def spin_cycles_per_us() -> float:
+    """How many `torch.cuda._sleep` cycles make a microsecond on this GPU (its clock, measured once)."""
+    cycles = 2_000_000
+    before, after = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(cycles)  # first launch out of the way
+    before.record()
+    torch.cuda._sleep(cycles)
+    after.record()
+    torch.cuda.synchronize()
+    return cycles / (before.elapsed_time(after) * 1e3)
+
+
+def cpu_timing(fn: Callable[[], object], warmup_ms: int, rep_ms: int, min_samples: int = 5) -> Timing:
+    """time.perf_counter around every call: warm up for `warmup_ms`, then time calls for about `rep_ms`."""
+    fn()
+    end = time.perf_counter() + warmup_ms / 1e3
+    while time.perf_counter() < end:
+        fn()
+    samples: list[float] = []
+    end = time.perf_counter() + rep_ms / 1e3
+    while len(samples) < min_samples or (time.perf_counter() < end and len(samples) < 100_000):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return Timing.from_seconds(samples)
+
+
+@dataclass(frozen=True)
+class BackToBack:
+    """Per forward, with forwards issued in a loop and no synchronisation between them."""
+
+    per_forward_us: float  # GPU clock: first forward's start to last forward's end, over n
+    cpu_us: float  # host clock: the time the CPU needed to issue one forward
+    calls: int
+
+
+def back_to_back(forward: Callable, inputs: Sequence[torch.Tensor], calls: int, repeats: int = 5) -> BackToBack:
+    """`calls` forwards in a row, as a decode loop issues them; the median of `repeats` such loops.
+
+    Events before the first and after the last call measure the whole loop on the GPU: if the CPU issues a
+    forward faster than the GPU runs it, the GPU never waits and this is the GPU time (with a warm L2: nothing
+    flushes it between calls); if not, the GPU idles between kernels and this is the CPU's pace. The host
+    clock around the same loop says which: it is what issuing one forward costs the CPU.
+    """
+    args = [inputs[i % len(inputs)] for i in range(calls)]
+    per_forward, cpu = [], []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start.record()
+        t0 = time.perf_counter()
+        for x in args:
+            forward(x)
+        t1 = time.perf_counter()
+        end.record()
+        torch.cuda.synchronize()
+        per_forward.append(start.elapsed_time(end) * 1e3 / calls)
+        cpu.append((t1 - t0) * 1e6 / calls)
+    return BackToBack(percentile(per_forward, 50), percentile(cpu, 50), calls)
+
+
+# --- the machine's ceilings ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """What this machine reaches, measured in this run: the rate of a large GEMM and of a large copy."""
+
+    matmul_tflops: float
+    matmul_size: int
+    copy_gb_per_s: float
+    copy_bytes: int  # bytes read plus bytes written per copy
+
+    def floor_us(self, flops: float, min_bytes: float) -> float:
+        """The fastest a forward can be: its arithmetic at the GEMM rate, or its traffic at copy speed."""
+        return max(flops / (self.matmul_tflops * 1e6), min_bytes / (self.copy_gb_per_s * 1e3))
+
+    def limited_by(self, flops: float, min_bytes: float) -> str:
+        return "compute" if flops / (self.matmul_tflops * 1e6) >= min_bytes / (self.copy_gb_per_s * 1e3) else "memory"
+
+
+CEILING_BURST_MS = 40
+
+
+def measure_ceilings(device: torch.device, dtype: torch.dtype, warmup_ms: int, rep_ms: int) -> Ceilings:
+    """A square GEMM (8192³ on a GPU, 1024³ on a CPU) in the run's dtype, and a copy (1 GiB / 64 MiB).
+
+    Random data, never zeros: a GEMM on zeros runs measurably faster than on real values. A ceiling is what the
+    machine reaches, so each is taken at the fast end of its timings (the 20th percentile), not the median.
+    """
+    on_gpu = device.type == "cuda"
+    timing = gpu_timing if on_gpu else cpu_timing
+    n = 8192 if on_gpu else (1024 if dtype == torch.float32 else 512)
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    # The peak rate, measured in a short burst. Under sustained load a GPU at its power limit clocks down
+    # (an H200 at 700 W: about 800 TFLOP/s for the first tens of ms of 8192³ GEMMs, about 680 after a
+    # second), while a variant timed with a flush between calls sits in between.
+    matmul_us = timing(lambda: torch.mm(a, b), warmup_ms, min(rep_ms, CEILING_BURST_MS)).p20_us
+    del a, b
+    nbytes = (1 << 30) if on_gpu else (64 << 20)
+    src = torch.empty(nbytes // 4, device=device, dtype=torch.float32).uniform_()
+    dst = torch.empty_like(src)
+    copy_us = timing(lambda: dst.copy_(src), warmup_ms, rep_ms).p20_us
+    del src, dst
+    if on_gpu:
+        torch.cuda.empty_cache()
+    return Ceilings(
+        matmul_tflops=2 * n**3 / (matmul_us * 1e6),
+        matmul_size=n,
+        copy_gb_per_s=2 * nbytes / (copy_us * 1e3),
+        copy_bytes=2 * nbytes,
+    )
+
