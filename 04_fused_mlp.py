@@ -29,7 +29,7 @@ from common import lesson
 from common.errors import UsageError, exits_cleanly
 from common.mlp import POST_SIZES, SimpleGeGLUMLP
 from common.mlp.fused import FusedGeGLUMLP
-from common.mlp.triton_ops.geglu_gemm import INTERPRETING
+from common.mlp.triton_ops.geglu import INTERPRETING
 from common.traces import expect as ex
 
 LABEL = "fused_mlp_fwd"

@@ -16,6 +16,12 @@ class UsageError(Exception):
     """Input the user can fix: bad flag, missing GPU, unreadable file, unreachable Hub, ..."""
 
 
+def first_line(err: BaseException) -> str:
+    """An exception as one line: its message's first line, or its type's name when it has none."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
 def fail(message: str) -> None:
     """Print one line on stderr and exit 2."""
     prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "error"
@@ -31,7 +37,7 @@ def exits_cleanly(main: Callable[..., T]) -> Callable[..., T]:
         try:
             return main(*args, **kwargs)
         except UsageError as err:
-            fail(str(err).splitlines()[0] if str(err) else type(err).__name__)
+            fail(first_line(err))
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)
             raise SystemExit(130)

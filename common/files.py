@@ -39,3 +39,16 @@ def write_atomically(path: Path, data: str | bytes) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def twin_trace(path: Path, mode: str) -> Path:
+    """The same run's trace in the other mode: `mode` "eager" or "compile" replaces the last `_eager`/`_compile`
+    part of the lessons' file names (`64_128_768_3072_compile.json` -> `64_128_768_3072_eager.json`); the suffix,
+    `.json` or `.json.gz`, stays."""
+    stem, dot, suffix = path.name.partition(".")
+    parts = stem.split("_")
+    for i in range(len(parts) - 1, -1, -1):
+        if parts[i] in ("eager", "compile"):
+            parts[i] = mode
+            break
+    return path.with_name("_".join(parts) + dot + suffix)

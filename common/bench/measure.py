@@ -22,7 +22,7 @@ from common.bench.rows import Row
 from common.bench.shapes import Shape
 from common.bench.timing import Ceilings, back_to_back, cpu_timing, gpu_timing
 from common.bench.variants import Variant
-from common.errors import UsageError
+from common.errors import UsageError, first_line
 from common.lesson.profiling import synchronize
 from common.mlp.accuracy import check_output
 
@@ -125,7 +125,7 @@ def measure(
                     row.gpu_busy_fraction = min(1.0, counts.gpu_busy_us / loop.per_forward_us)
                     row.paced_by = paced_by(loop.cpu_us, counts.gpu_busy_us, loop.per_forward_us)
                 except Exception as err:  # noqa: BLE001
-                    row.notes.append(f"no kernel counts: {first_line(err)}")
+                    row.notes.append(f"no kernel counts: {failure_line(err)}")
             else:
                 # On a CPU the forward runs on the thread that calls it: its time is the CPU's time.
                 status(f"{shape.name} · {variant.name}: timing (perf_counter)")
@@ -139,7 +139,7 @@ def measure(
         row.matmul_share = tflops / ceilings.matmul_tflops
         row.roofline_share = ceilings.floor_us(shape.flops, shape.min_bytes(x.element_size())) / timing.median_us
     except Exception as err:  # noqa: BLE001 - one variant failing (Liger missing, a compile error) is a result
-        row.status, row.reason = "failed", first_line(err)
+        row.status, row.reason = "failed", failure_line(err)
     finally:
         del forward
         gc.collect()
@@ -158,9 +158,7 @@ def peak_memory_mib(run: Callable[[], object]) -> float:
     return (torch.cuda.max_memory_allocated() - before) / 2**20
 
 
-def first_line(err: BaseException) -> str:
+def failure_line(err: BaseException) -> str:
     """A failure as one line: the exception's type and first line (a UsageError's line is already for people)."""
-    text = str(err).strip()
-    line = text.splitlines()[0] if text else ""
-    name = type(err).__name__
-    return f"{name}: {line}" if line and not isinstance(err, UsageError) else (line or name)
+    line = first_line(err)
+    return line if isinstance(err, UsageError) or line == type(err).__name__ else f"{type(err).__name__}: {line}"

@@ -26,7 +26,7 @@ from rich.table import Table
 from torch.profiler import ProfilerActivity, profile
 
 from common.cli import DTYPE_NAMES, ArgumentParser, add_common_flags, positive_int
-from common.files import writable_dir, write_atomically
+from common.files import twin_trace, writable_dir, write_atomically
 from common.mlp.accuracy import check_output as check_output_against
 from common.mlp.accuracy import fp32_reference
 from common.lesson.device import describe_device, dtype_name, pick_device, pick_dtype
@@ -181,24 +181,14 @@ def trace_of(run: Run, script: str, tag: Sequence[Any], *, compiled: bool) -> Pa
     return run.trace_path.parent.parent / script / f"{name}.json"
 
 
-def twin_path(path: Path) -> Path:
-    """The same run with `--compile` toggled: `..._eager.json` <-> `..._compile.json` (the file names above)."""
-    parts = path.stem.split("_")
-    for mode, other in (("eager", "compile"), ("compile", "eager")):
-        if mode in parts:
-            i = len(parts) - 1 - parts[::-1].index(mode)
-            parts[i] = other
-            break
-    return path.with_name("_".join(parts) + path.suffix)
-
-
 def next_steps(run: Run, *, compare_with: Sequence[Path] = ()) -> None:
     """The commands to go on with, naming the files this run wrote and the traces it can be compared with."""
     report = _command("trace-report", "common.traces.report")
     trace = _shown(run.trace_path)
     console.print("\n[bold]Next[/bold]")
     console.print(f"  read it:   {report} {trace}", soft_wrap=True, markup=False)
-    for other in [twin_path(run.trace_path), *compare_with]:
+    twin = twin_trace(run.trace_path, "eager" if run.compiled else "compile")
+    for other in [twin, *compare_with]:
         if other.is_file() and other != run.trace_path:
             console.print(f"  diff it:   {report} {_shown(other)} {trace}", soft_wrap=True, markup=False)
     console.print("  view it:   drag the .json into https://ui.perfetto.dev (the page reads it in your browser)")

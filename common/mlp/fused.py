@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from common.mlp.triton_ops.geglu_gemm import SUPPORTED_DTYPES, geglu_gemm, interleave_gate_up
+from common.mlp.triton_ops.geglu import SUPPORTED_DTYPES, geglu_gemm, interleave_gate_up
 
 
 # torch.compile cannot trace the Triton launcher (host-side TMA descriptors, the per-shape tuning cache), so a

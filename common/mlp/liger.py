@@ -39,7 +39,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from common.errors import UsageError
+from common.errors import UsageError, first_line
 
 HUB_REPO = "kernels-community/liger-kernels"
 HUB_VERSION = 1  # v2 and later build the layer without a Config: the post's call breaks there
@@ -168,7 +168,7 @@ def require_runnable(resolved: ResolvedLayer, device: torch.device) -> None:
                 f"{_interpreter_failure(err)}; run this on a CUDA GPU"
             ) from None
         raise UsageError(
-            f"the local kernel's LigerGEGLUMLP does not run on {device.type}: {_first_line(err)}"
+            f"the local kernel's LigerGEGLUMLP does not run on {device.type}: {first_line(err)}"
         ) from None
 
 
@@ -181,7 +181,7 @@ def _from_hub() -> ResolvedLayer:
         import kernels
         from huggingface_hub import constants
     except ImportError as err:
-        raise HubUnavailable(f"the kernels package is not installed ({_first_line(err)})") from None
+        raise HubUnavailable(f"the kernels package is not installed ({first_line(err)})") from None
 
     if not constants.HF_HUB_OFFLINE:
         unreachable = _hub_unreachable(constants.ENDPOINT)
@@ -224,7 +224,7 @@ def _hub_unreachable(endpoint: str) -> str | None:
     if thread.is_alive():
         return f"{endpoint} did not answer within {HUB_PROBE_TIMEOUT_S:.0f} s"
     if "error" in outcome:
-        return f"cannot reach {endpoint} ({_first_line(outcome['error'])})"
+        return f"cannot reach {endpoint} ({first_line(outcome['error'])})"
     return None
 
 
@@ -292,9 +292,9 @@ def _from_pypi(reason: str) -> ResolvedLayer:
     except ModuleNotFoundError as err:
         if err.name and err.name.split(".")[0] == "liger_kernel":
             raise UsageError("the liger-kernel package is not installed (pip install liger-kernel)") from None
-        raise UsageError(f"cannot import {PYPI_MODULE}: {_first_line(err)}") from None
+        raise UsageError(f"cannot import {PYPI_MODULE}: {first_line(err)}") from None
     except Exception as err:  # noqa: BLE001 - e.g. no triton on this platform
-        raise UsageError(f"cannot import {PYPI_MODULE}: {_first_line(err)}") from None
+        raise UsageError(f"cannot import {PYPI_MODULE}: {first_line(err)}") from None
     try:
         version = importlib.metadata.version("liger-kernel")
     except importlib.metadata.PackageNotFoundError:
@@ -340,25 +340,20 @@ def _quiet_kernels_log():
 
 
 def _local_failure(err: BaseException) -> str:
-    text = _first_line(err).rstrip(":")
+    text = first_line(err).rstrip(":")
     if "Cannot find a build variant" in text:
         text += " (a kernel repository holds build/<variant>/metadata.json, e.g. build/torch-universal/)"
     return text
 
 
 def _interpreter_failure(err: BaseException) -> str:
-    text = _first_line(err)
+    text = first_line(err)
     if "NoneType" in text:
         return "its tanh comes from Triton's libdevice, which the interpreter does not implement (the call returns None)"
     return f"{type(err).__name__}: {text}"
 
 
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
-
-
 def _first_sentence(err: BaseException) -> str:
-    line = _first_line(err)
+    line = first_line(err)
     head, sep, _ = line.partition(". ")
     return head if sep else line.rstrip(".")

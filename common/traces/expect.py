@@ -27,8 +27,9 @@ from typing import Callable, Sequence
 from rich.console import Console
 from rich.markup import escape
 
-from common.traces.kernel_names import decode, split_fused_ops
-from common.traces.reader import CpuOp, GpuWork, Step, Trace, read_trace
+from common.files import twin_trace
+from common.traces.kernel_names import METADATA_OPS, decode, split_fused_ops
+from common.traces.reader import CpuOp, GpuWork, Step, Trace, per_step_count, read_trace
 
 OCCUPANCY_QUERY = "cudaOccupancyMaxActiveBlocksPerMultiprocessor"
 
@@ -78,7 +79,7 @@ SHAPES_OFF = "input shapes are recorded only with --record_shapes (it costs CPU 
 # The ops that do arithmetic in a CPU trace: what stands in for kernels there.
 CPU_MATH_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::add", "aten::gelu", "aten::mul"}
 CPP_KERNEL = re.compile(r"cpp_fused_(\w+?)_\d+$")  # Inductor's CPU kernels, with enable_kernel_profile
-VIEW_LIKE = {"aten::t", "aten::transpose", "aten::view", "aten::reshape", "aten::_unsafe_view", "aten::as_strided"}
+VIEW_LIKE = {f"aten::{op}" for op in METADATA_OPS}  # the ATen ops that only rewrite shape and stride
 
 
 @dataclass(frozen=True)
@@ -571,9 +572,9 @@ def same_gemm_kernels_as(reference: str | Path | Callable[[Path], Path], what: s
             return Outcome(False, "no GPU work in the trace", NO_GPU)
         ours, theirs = _gemm_names(trace), _gemm_names(other)
         if ours == theirs and ours:
-            names = ", ".join(f"{name} ×{_fmt(n)}" if n != 1 else name for name, n in ours.items())
+            names = ", ".join(f"{name} ×{per_step_count(n)}" if n != 1 else name for name, n in ours.items())
             total = sum(ours.values())
-            return Outcome(True, f"{_fmt(total)} GEMM{'s' if total != 1 else ''} per step, same names in {path.name}: {names}")
+            return Outcome(True, f"{per_step_count(total)} GEMM{'s' if total != 1 else ''} per step, same names in {path.name}: {names}")
         only_ours = [n for n in ours if n not in theirs]
         only_theirs = [n for n in theirs if n not in ours]
         parts = []
@@ -684,7 +685,7 @@ def bias_in_gemm_epilogue(op: str = "aten::addmm", claim: str = "") -> Expectati
             name = decode(gemms[0].name)
             how = f"the name says so: {name.short}" if name.has_bias_epilogue else f"no separate add kernel: {name.short}"
             return Outcome(True, f"{op} ×{len(calls)}, one kernel each, a GEMM; {how}")
-        evidence = f"{op} ×{len(calls)} launched {_fmt(per_call)} kernels each: {_names_of(kernels[: max(1, round(per_call))])}"
+        evidence = f"{op} ×{len(calls)} launched {per_step_count(per_call)} kernels each: {_names_of(kernels[: max(1, round(per_call))])}"
         return Outcome(False, evidence, NO_LT_EPILOGUE if per_call == 2 and gemms else None)
 
     return Expectation(f"the bias add runs in the GEMM's epilogue ({op} launches one GEMM kernel, no add kernel)", check, claim)
@@ -743,7 +744,7 @@ def _launch_nothing(ops: Sequence[str], text: str, claim: str) -> Expectation:
         if not calls:
             return Outcome(False, f"no {_or(ops)} in the trace", COMPILED_NO_VIEW_OPS if _is_compiled(trace) else None)
         per_step = Counter(o.name for o in calls)
-        seen = ", ".join(f"{n} ×{_fmt(c / len(trace.steps))}" for n, c in per_step.items())
+        seen = ", ".join(f"{n} ×{per_step_count(c / len(trace.steps))}" for n, c in per_step.items())
         if trace.has_gpu:
             launched = sum(o.launched for o in calls)
             if launched:
@@ -844,13 +845,8 @@ def op_runtime_calls(op: str, calls: Sequence[str], claim: str = "") -> Expectat
 
 
 def eager_twin(path: Path) -> Path:
-    """`.../64_128_768_3072_compile.json` -> `.../64_128_768_3072_eager.json` (the lessons' file names)."""
-    stem, dot, suffix = path.name.partition(".")
-    parts = stem.split("_")
-    if "compile" in parts:
-        i = len(parts) - 1 - parts[::-1].index("compile")
-        parts[i] = "eager"
-    return path.with_name("_".join(parts) + dot + suffix)
+    """This run's eager trace, next to it under the lessons' file names."""
+    return twin_trace(path, "eager")
 
 
 def _twin(trace: Trace) -> Trace | Outcome:
@@ -1006,10 +1002,6 @@ def _top_ops(trace: Trace, n: int = 6) -> str:
 
 def _us_list(values: Sequence[float]) -> str:
     return " / ".join(f"{v:,.0f}" for v in values)
-
-
-def _fmt(x: float) -> str:
-    return f"{x:g}" if x == int(x) else f"{x:.2f}"
 
 
 def _or(items: Sequence[str]) -> str:

@@ -114,8 +114,8 @@ MULTI_WORD_OPS = {
     "nll_loss_backward",
 }
 
-# Ops that move no data: a fused kernel "containing" them computes nothing more.
-VIEW_OPS = {
+# Ops that only rewrite a tensor's shape and strides: as ATen ops they launch nothing.
+METADATA_OPS = {
     "view",
     "_unsafe_view",
     "reshape",
@@ -129,10 +129,10 @@ VIEW_OPS = {
     "select",
     "as_strided",
     "alias",
-    "clone",
-    "_to_copy",
-    "convert_element_type",
 }
+# Ops that a fused kernel's name may list without them adding arithmetic: the views, and the copies and casts
+# that fuse into the loads and stores.
+VIEW_OPS = METADATA_OPS | {"clone", "_to_copy", "convert_element_type"}
 
 # The functor or kernel inside an ATen kernel's C++ name tells which op it runs. First match wins, so
 # the more specific patterns come first.

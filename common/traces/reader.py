@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from common.errors import UsageError
-from common.traces.kernel_names import KernelName, decode
+from common.traces.kernel_names import decode
 
 CHUNK_CHARS = 1 << 20
 MAX_EVENT_CHARS = 64 << 20  # one event (or one metadata value) larger than this is not a profiler trace
@@ -161,12 +161,8 @@ class GpuWork:
         return self.ts - self.launch.ts if self.launch else None
 
     @property
-    def decoded(self) -> KernelName:
-        return decode(self.name)
-
-    @property
     def short_name(self) -> str:
-        return decode(self.name).short if self.kind == "kernel" else self.name
+        return short_work_name(self.kind, self.name)
 
     @property
     def is_gemm(self) -> bool:
@@ -216,6 +212,20 @@ class Step:
         """Time with at least one kernel, memset or memcpy running (overlaps counted once)."""
         return busy_time(self.gpu)
 
+    def op_rows(self) -> list[dict]:
+        """The CPU ops (labels left out) by name, in the order of first appearance: count, CPU µs, self µs and
+        the GPU work they launched."""
+        rows: dict[str, dict] = {}
+        for op in self.ops:
+            if op.is_label:
+                continue
+            row = rows.setdefault(op.name, {"name": op.name, "count": 0, "cpu_us": 0.0, "self_us": 0.0, "launched_gpu_work": 0})
+            row["count"] += 1
+            row["cpu_us"] += op.dur
+            row["self_us"] += op.self_us
+            row["launched_gpu_work"] += op.launched
+        return list(rows.values())
+
     def op_names(self, labels: bool = False) -> Counter:
         return Counter(op.name for op in self.ops if op.is_label == labels)
 
@@ -245,7 +255,7 @@ class KernelStat:
 
     @property
     def short_name(self) -> str:
-        return decode(self.name).short if self.kind == "kernel" else self.name
+        return short_work_name(self.kind, self.name)
 
 
 @dataclass
@@ -373,6 +383,14 @@ class Trace:
         for key, stat in stats.items():
             stat.launched_by = launchers[key].most_common(1)[0][0]
         return list(stats.values())
+
+    def cpu_us_per_step(self) -> float:
+        """The mean of the steps' CPU time, waits in a synchronize left out."""
+        return sum(s.cpu_us for s in self.steps) / len(self.steps)
+
+    def gpu_busy_us_per_step(self) -> float | None:
+        """The mean of the steps' GPU busy time; None without a GPU lane."""
+        return sum(s.gpu_busy_us for s in self.steps) / len(self.steps) if self.has_gpu else None
 
     def kernel_names(self) -> Counter:
         """Kernel name -> launches per step (an average over the steps)."""
@@ -788,6 +806,16 @@ def _step_at(steps: list[Step], starts: list[float], ts: float) -> Step | None:
     return step if ts <= step.ts + step.dur else None
 
 
+def per_step_count(value: float) -> str:
+    """A count averaged over steps: `3`, or `2.33` when the steps differ."""
+    return f"{value:g}" if value == int(value) else f"{value:.2f}"
+
+
+def short_work_name(kind: str, name: str) -> str:
+    """A kernel's decoded short name; memsets and memcpys are already short."""
+    return decode(name).short if kind == "kernel" else name
+
+
 def busy_time(work: list[GpuWork]) -> float:
     """The union of the intervals' lengths."""
     total = 0.0
@@ -1002,9 +1030,7 @@ def diff(first: Trace, second: Trace) -> TraceDiff:
 
 
 def _step_times(trace: Trace) -> dict:
-    n = len(trace.steps)
-    busy = sum(s.gpu_busy_us for s in trace.steps) / n if trace.has_gpu else None
-    cpu = sum(s.cpu_us for s in trace.steps) / n
+    cpu, busy = trace.cpu_us_per_step(), trace.gpu_busy_us_per_step()
     return {"trace": trace.name, "cpu_us_per_step": round(cpu, 3), "gpu_busy_us_per_step": _round(busy)}
 
 
@@ -1031,18 +1057,7 @@ def trace_to_dict(trace: Trace) -> dict:
             }
             for w in step.gpu
         ]
-        cpu_ops: dict[str, dict] = {}
-        for op in step.ops:
-            if op.is_label:
-                continue
-            row = cpu_ops.setdefault(op.name, {"name": op.name, "count": 0, "cpu_us": 0.0, "self_us": 0.0, "launched_gpu_work": 0})
-            row["count"] += 1
-            row["cpu_us"] += op.dur
-            row["self_us"] += op.self_us
-            row["launched_gpu_work"] += op.launched
-        for row in cpu_ops.values():
-            row["cpu_us"] = round(row["cpu_us"], 3)
-            row["self_us"] = round(row["self_us"], 3)
+        cpu_ops = [{**row, "cpu_us": round(row["cpu_us"], 3), "self_us": round(row["self_us"], 3)} for row in step.op_rows()]
         steps.append(
             {
                 "name": step.name,
@@ -1053,9 +1068,9 @@ def trace_to_dict(trace: Trace) -> dict:
                 "kernels": len(step.kernels),
                 "gemms": len(step.gemms),
                 "gpu": gpu,
-                "runtime_calls": _runtime_rows(step.runtime),
+                "runtime_calls": runtime_rows(step.runtime),
                 "idle_cpu_ops": [{"name": n, "count": c} for n, c in step.idle_ops().items()] if trace.has_gpu else [],
-                "cpu_ops": list(cpu_ops.values()),
+                "cpu_ops": cpu_ops,
                 "labels": dict(step.op_names(labels=True)),
             }
         )
@@ -1089,7 +1104,7 @@ def trace_to_dict(trace: Trace) -> dict:
         else {"name": closing.name, "start_us": round(closing.ts - first_ts, 3), "dur_us": round(closing.dur, 3)},
         "steps": steps,
         "outside_steps": {  # times from the first step's start
-            "runtime_calls": _runtime_rows(trace.runtime_outside_steps),
+            "runtime_calls": runtime_rows(trace.runtime_outside_steps),
             "cpu_ops": [
                 {"name": op.name, "is_label": op.is_label, "start_us": round(op.ts - first_ts, 3), "dur_us": round(op.dur, 3)}
                 for op in trace.ops_outside_steps
@@ -1105,16 +1120,14 @@ def trace_to_dict(trace: Trace) -> dict:
     }
 
 
-def _runtime_rows(calls: list[RuntimeCall]) -> list[dict]:
+def runtime_rows(calls: list[RuntimeCall]) -> list[dict]:
     """Runtime calls by name, in the order of first appearance: count and total time."""
     rows: dict[str, dict] = {}
     for call in calls:
         row = rows.setdefault(call.name, {"name": call.name, "count": 0, "total_us": 0.0})
         row["count"] += 1
         row["total_us"] += call.dur
-    for row in rows.values():
-        row["total_us"] = round(row["total_us"], 3)
-    return list(rows.values())
+    return [{**row, "total_us": round(row["total_us"], 3)} for row in rows.values()]
 
 
 def _round(value: float | None, digits: int = 3) -> float | None:

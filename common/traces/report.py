@@ -26,7 +26,7 @@ from rich.table import Table
 from common.cli import ArgumentParser, count_or_zero
 from common.errors import exits_cleanly
 from common.traces.kernel_names import decode
-from common.traces.reader import Step, Trace, TraceDiff, Verdict, diff, read_trace
+from common.traces.reader import Step, Trace, TraceDiff, Verdict, diff, per_step_count, read_trace, runtime_rows
 
 DEFAULT_STEPS = 3
 DEFAULT_ROWS = 40
@@ -147,12 +147,9 @@ def print_gpu_step(step: Step, console: Console, *, full_names: bool, rows: int 
         table.add_row(str(i), work.kind, escape(name), escape(work.launched_by or "-"), f"{work.dur:,.1f}", share)
     console.print(table)
     _more(console, step.gpu, rows, "GPU work items")
-    calls = step.launch_counts()
+    calls = runtime_rows(step.runtime)
     if calls:
-        totals: dict[str, float] = {}
-        for call in step.runtime:
-            totals[call.name] = totals.get(call.name, 0.0) + call.dur
-        text = ", ".join(f"{name} ×{n} ({totals[name]:,.1f} µs)" for name, n in calls.items())
+        text = ", ".join(f"{row['name']} ×{row['count']} ({row['total_us']:,.1f} µs)" for row in calls)
         console.print(f"  runtime calls: {escape(text)}")
     idle = step.idle_ops()
     if idle:
@@ -163,16 +160,9 @@ def print_gpu_step(step: Step, console: Console, *, full_names: bool, rows: int 
 
 def print_cpu_step(step: Step, console: Console, *, rows: int | None) -> None:
     """No GPU lane: the CPU ops are all there is to read, as in the harness's CPU runs."""
-    ops: dict[str, list[float]] = {}
-    for op in step.ops:
-        if op.is_label:
-            continue
-        row = ops.setdefault(op.name, [0, 0.0, 0.0])
-        row[0] += 1
-        row[1] += op.dur
-        row[2] += op.self_us
+    ops = step.op_rows()
     labels = step.op_names(labels=True)
-    title = f"{step.name} · CPU {step.dur:,.1f} µs · {sum(r[0] for r in ops.values())} CPU ops"
+    title = f"{step.name} · CPU {step.dur:,.1f} µs · {sum(row['count'] for row in ops)} CPU ops"
     if labels:
         title += " · labels: " + ", ".join(f"{n} ×{c}" if c > 1 else n for n, c in labels.items())
     console.print(f"[bold]{escape(title)}[/bold]")
@@ -181,9 +171,9 @@ def print_cpu_step(step: Step, console: Console, *, rows: int | None) -> None:
     table.add_column("calls", justify="right")
     table.add_column("CPU µs", justify="right")
     table.add_column("self µs", justify="right")
-    ordered = sorted(ops.items(), key=lambda item: item[1][1], reverse=True)
-    for name, (count, total, self_us) in _head(ordered, rows):
-        table.add_row(escape(name), str(count), f"{total:,.1f}", f"{self_us:,.1f}")
+    ordered = sorted(ops, key=lambda row: row["cpu_us"], reverse=True)
+    for row in _head(ordered, rows):
+        table.add_row(escape(row["name"]), str(row["count"]), f"{row['cpu_us']:,.1f}", f"{row['self_us']:,.1f}")
     console.print(table)
     _more(console, ordered, rows, "ops")
     console.print()
@@ -233,7 +223,7 @@ def print_kernel_stats(trace: Trace, console: Console, *, full_names: bool, rows
             escape(s.name if full_names else s.short_name),
             escape(s.launched_by or "-"),
             str(s.count),
-            _per_step(s.count / n),
+            per_step_count(s.count / n),
             f"{s.avg_us:,.1f}",
             f"{s.min_us:,.1f}–{s.max_us:,.1f}",
             f"{s.total_us / grand:.0%}" if grand else "-",
@@ -319,8 +309,8 @@ def print_diff(d: TraceDiff, console: Console, *, full_names: bool, rows: int | 
         table.add_row(
             f"[{style}]{where}[/{style}]" if style else where,
             escape(name if full_names else decode(name).short),
-            _per_step(per_a.get(name, 0.0)),
-            _per_step(per_b.get(name, 0.0)),
+            per_step_count(per_a.get(name, 0.0)),
+            per_step_count(per_b.get(name, 0.0)),
         )
     console.print(table)
     _more(console, listed, rows, "kernels")
@@ -331,12 +321,10 @@ def print_diff(d: TraceDiff, console: Console, *, full_names: bool, rows: int | 
         f"only in B: {len(d.only_in_second)}"
     )
     for label, trace in (("A", a), ("B", b)):
-        n = len(trace.steps)
-        cpu = sum(s.cpu_us for s in trace.steps) / n
-        line = f"step time {label}: CPU {cpu:,.1f} µs per step"
+        line = f"step time {label}: CPU {trace.cpu_us_per_step():,.1f} µs per step"
         if trace.has_gpu:
-            line += f", GPU busy {sum(s.gpu_busy_us for s in trace.steps) / n:,.1f} µs per step"
-            line += f", {sum(len(s.kernels) for s in trace.steps) / n:g} kernels per step"
+            line += f", GPU busy {trace.gpu_busy_us_per_step():,.1f} µs per step"
+            line += f", {per_step_count(sum(len(s.kernels) for s in trace.steps) / len(trace.steps))} kernels per step"
         console.print(line)
     for label, trace in (("A", a), ("B", b)):
         console.print(f"verdict {label}: {escape(trace.verdict().summary)}")
@@ -364,10 +352,6 @@ def _more(console: Console, items, rows: int | None, what: str) -> None:
 def _name_width(names: Sequence[str], room: int) -> int:
     """As wide as the longest name when the terminal has room: a folded kernel name is hard to read."""
     return max(12, min(room, max((len(n) for n in names), default=12)))
-
-
-def _per_step(value: float) -> str:
-    return f"{value:g}" if value == int(value) else f"{value:.2f}"
 
 
 def _steps_flag(text: str) -> int | None:

@@ -1,5 +1,6 @@
-"""Triton kernels used by the lessons, kept apart from the nn.Modules that call them."""
+"""Triton kernels, apart from the nn.Modules that call them: `geglu` holds the gate/up GEMM with the GeGLU in its
+epilogue and the host code that launches it."""
 
-from common.mlp.triton_ops.geglu_gemm import geglu_gemm, gelu_tanh_mul, interleave_gate_up, uses_tma
+from common.mlp.triton_ops.geglu import geglu_gemm, interleave_gate_up, uses_tma
 
-__all__ = ["geglu_gemm", "gelu_tanh_mul", "interleave_gate_up", "uses_tma"]
+__all__ = ["geglu_gemm", "interleave_gate_up", "uses_tma"]
