@@ -44,6 +44,16 @@ CPU_FP32_NOTE = "; fp32 is the default because bf16 matmuls on a CPU are slow"
 
 console = Console(highlight=False)
 
+SIZE_HELP = {
+    "size": "x, w and b are (size, size) matrices",
+    "batch": "rows of the input (sequences for the MLP)",
+    "seq": "tokens per sequence",
+    "dim": "the model width: the MLP's input and output features",
+    "hidden": "the MLP's hidden width: gate and up projections' output features",
+    "in_dim": "nn.Linear's input features",
+    "out_dim": "nn.Linear's output features",
+}
+
 
 @dataclass(frozen=True)
 class Run:
@@ -77,7 +87,8 @@ def parser(script: str, description: str | None, *, dtypes: tuple[str, ...] = DT
         prog=f"{name}.py", description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     for size, default in sizes.items():
-        parser.add_argument(f"--{size}", type=positive_int, default=default, metavar="N", help=f"(default: {default}, the post's)")
+        what = SIZE_HELP.get(size, "a size")
+        parser.add_argument(f"--{size}", type=positive_int, default=default, metavar="N", help=f"{what} (default: {default}, the post's)")
     add_common_flags(parser, dtypes)
     return parser
 
