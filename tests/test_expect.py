@@ -128,19 +128,18 @@ def test_fused_lesson_at_decode_meets_a_split_k_down_projection_and_says_why():
 
 def test_bias_outside_the_epilogue_is_two_kernels(tmp_path):
     def bias_copied_first(events):
-        gemm = next(e for e in events if e.get("cat") == "kernel")
-        launch = next(e for e in events if e.get("name") == "cuLaunchKernelEx" and e["args"]["correlation"] == gemm["args"]["correlation"])
-        gemm["name"] = "ampere_bf16_s16816gemm_bf16_64x64_ldg8_f2f_stages_64x5_tn"
-        for e in events:  # every step's GEMM loses its _bias_
-            if e.get("cat") == "kernel":
-                e["name"] = gemm["name"]
-        for e in [e for e in events if e.get("name") == "cuLaunchKernelEx"]:
+        """As PyTorch does when the bias cannot go in the epilogue: a copy kernel, then a GEMM without _bias_."""
+        kernels = {e["args"]["correlation"]: e for e in events if e.get("cat") == "kernel"}
+        launches = [e for e in events if e.get("name") == "cuLaunchKernelEx"]
+        assert launches and all(e["args"]["correlation"] in kernels for e in launches), "the fixture's GEMM launches"
+        plain_gemm = "ampere_bf16_s16816gemm_bf16_64x64_ldg8_f2f_stages_64x5_tn"
+        copy = "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)>()"
+        for e in launches:
+            kernel = kernels[e["args"]["correlation"]]
+            kernel["name"] = plain_gemm  # every step's GEMM loses its _bias_
             corr = e["args"]["correlation"] + 100_000
             events.append(dict(e, name="cudaLaunchKernel", ts=e["ts"] - 3.0, dur=2.0, args={"correlation": corr}))
-            kernel = next(k for k in events if k.get("cat") == "kernel" and k["args"]["correlation"] == e["args"]["correlation"])
-            copy = "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)>()"
             events.append(dict(kernel, name=copy, ts=kernel["ts"] - 2.0, dur=1.5, args={"correlation": corr}))
-        assert launch
 
     trace = read_trace(edited(LINEAR, tmp_path / "bias_copy.json", bias_copied_first))
     outcome = ex.bias_in_gemm_epilogue().check(trace)

@@ -75,6 +75,16 @@ def _interpreter_worker() -> None:
             "rel": relative_error(y, want),
             "eager_rel": relative_error(eager, want),
         }
+        # Edit a weight in place, as a training step or a loaded checkpoint would: the next forward must use it.
+        with torch.no_grad():
+            fused.up_proj.weight.mul_(3)
+        exact.load_state_dict(fused.state_dict())
+        with torch.inference_mode():
+            y_edited, want_edited = fused(x), exact(x.float())
+        results[f"edited/{dtype_name}"] = {
+            "ok": check_output(y_edited, want_edited, dtype).ok,
+            "stale_ok": check_output(y, want_edited, dtype).ok,  # the output before the edit, against the new weights
+        }
     print(json.dumps(results))
 
 
@@ -133,15 +143,11 @@ def test_fused_module_has_the_simple_modules_parameters():
     assert not any(p.requires_grad for p in fused.parameters())
 
 
-def test_fused_module_refreshes_its_interleaved_weight_after_an_edit():
-    from common.mlp.fused import FusedGeGLUMLP
-
-    fused = FusedGeGLUMLP(8, 16)
-    with torch.no_grad():
-        fused.up_proj.weight.mul_(3)
-    assert fused._gate_up_state() != fused._gate_up_source  # the forward rebuilds it before the kernel runs
-    fused.refresh_gate_up_weight()
-    assert torch.equal(fused.gate_up_weight[1::2], fused.up_proj.weight)
+@pytest.mark.parametrize("dtype_name", list(DTYPES))
+def test_a_weight_edited_in_place_reaches_the_next_forward(interpreter_results, dtype_name):
+    r = interpreter_results[f"edited/{dtype_name}"]
+    assert r["ok"], r  # the forward rebuilt its interleaved gate/up copy from the edited weight
+    assert not r["stale_ok"], r  # and the edit mattered: the old output is wrong for the new weights
 
 
 def test_fused_module_refuses_fp32_and_gradients():

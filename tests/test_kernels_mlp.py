@@ -280,14 +280,11 @@ def test_liger_kernel_without_a_gpu_is_one_line(tmp_path):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="about running without a GPU")
-def test_triton_interpreter_runs_liger_or_says_why(tmp_path):
-    result = lesson("--kernel_source", "pypi", tmp_path=tmp_path, env={"TRITON_INTERPRET": "1"})
-    if result.returncode == 0:  # a Triton whose interpreter runs libdevice: then the outputs must agree
-        assert output_check(result).endswith("✓")
-    else:
-        line = one_error_line(result)
-        assert "Triton's interpreter (TRITON_INTERPRET=1) cannot run Liger's GeGLU kernel: " in line, line
-        assert line.split("kernel: ", 1)[1].strip(), "the reason is missing"
+def test_triton_interpreter_cannot_run_liger_and_says_why(tmp_path):
+    """With the Triton this project locks (3.9), the interpreter has no libdevice tanh, which Liger's kernel calls."""
+    line = one_error_line(lesson("--kernel_source", "pypi", tmp_path=tmp_path, env={"TRITON_INTERPRET": "1"}))
+    assert "Triton's interpreter (TRITON_INTERPRET=1) cannot run Liger's GeGLU kernel: " in line, line
+    assert "libdevice" in line.split("kernel: ", 1)[1], line
 
 
 def test_require_runnable_tries_a_local_layer_on_the_cpu(kernel_repo):
