@@ -51,7 +51,7 @@ def test_report_shows_the_flush_and_the_numbers_behind_the_verdict():
 
 
 def test_full_names_on_request():
-    run = trace_report(EAGER, "--full-names", "--steps", "1")
+    run = trace_report(EAGER, "--full_names", "--steps", "1")
     assert run.returncode == 0, run.stderr
     assert "GeluCUDAKernelImpl" in run.stdout
 

@@ -8,7 +8,9 @@
     next_steps(...)   the commands to read, diff, view and share this trace, with its real file names
 
 The recipe itself (the module, `step()` under `record_function`, `torch.profiler.profile(...)` with the posts'
-schedule, the five `prof.step()`s) stays in the lesson, where the reader sees it.
+schedule, the five `prof.step()`s) stays in the lesson, where the reader sees it. This package imports torch,
+rich, `common.traces` (the checks), `common.mlp.accuracy` (the output check) and the standard modules
+(`common.cli`, `errors`, `files`); it never imports a lesson.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("trace", help="a Chrome trace written by torch.profiler (.json or .json.gz)")
     parser.add_argument("other", nargs="?", help="a second trace: print what differs (e.g. eager vs --compile)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
-    parser.add_argument("--full-names", action="store_true", help="show kernel names whole, not shortened")
+    parser.add_argument("--full_names", action="store_true", help="show kernel names whole, not shortened")
     parser.add_argument(
         "--steps",
         type=_steps_flag,
