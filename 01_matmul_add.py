@@ -11,11 +11,11 @@ that reads the GEMM's output back from memory.
     uv run 01_matmul_add.py --size 64 --batched     # Part 1's detour: (size, size, size) inputs, aten::bmm
 """
 
+from common.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
 import torch
 from torch.profiler import profile, record_function, schedule
 
 from common import lesson
-from common.errors import exits_cleanly
 from common.traces import expect as ex
 
 LABEL = "matmul_add"
@@ -72,6 +72,7 @@ def main(argv=None):
     # The inputs, made once. x, w and b are all (size, size): the bias too, as in Part 1 (a 2-D bias is what
     # makes the compiled addmm copy it into its output first).
     shape = (args.size,) * (3 if args.batched else 2)
+    lesson.require_memory(run, 5 * args.size ** len(shape) * run.itemsize, "x, w, b, x @ w and their sum")
     torch.manual_seed(0)
     x = torch.randn(shape, device=run.device, dtype=run.dtype)
     w = torch.randn(shape, device=run.device, dtype=run.dtype)

@@ -9,12 +9,12 @@ work around it.
     uv run 02_linear.py --batch 1024 --in_dim 32 --out_dim 64 --compile
 """
 
+from common.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
 import torch
 from torch import nn
 from torch.profiler import profile, record_function, schedule
 
 from common import lesson
-from common.errors import exits_cleanly
 from common.traces import expect as ex
 
 LABEL = "linear_fwd"
@@ -51,6 +51,8 @@ def main(argv=None):
     run = lesson.setup(__file__, args, label=LABEL, tag=[args.batch, args.in_dim, args.out_dim])
 
     # The module and its input, made once.
+    elements = args.in_dim * args.out_dim + args.out_dim + args.batch * (args.in_dim + args.out_dim)
+    lesson.require_memory(run, elements * run.itemsize, "the weight, the bias, x and the output")
     torch.manual_seed(0)
     linear = nn.Linear(args.in_dim, args.out_dim, bias=True).to(run.device, run.dtype).eval()
     x = torch.randn(args.batch, args.in_dim, device=run.device, dtype=run.dtype)

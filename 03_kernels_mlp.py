@@ -22,13 +22,14 @@ liger-kernel package when the Hub cannot be reached. One line says which one was
 Run `03_simple_mlp.py` with the same sizes first (eager and `--compile`): two checks compare with its traces.
 """
 
+from common.errors import UsageError, exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
 import torch
 from torch.profiler import profile, record_function, schedule
 
 from common import lesson
-from common.errors import UsageError, exits_cleanly
 from common.mlp import POST_SIZES, SimpleGeGLUMLP
 from common.mlp.liger import SOURCES, require_runnable, resolve_liger_geglu_mlp
+from common.mlp.simple import forward_elements
 from common.traces import expect as ex
 
 LABEL = "kernels_mlp_fwd"
@@ -72,12 +73,14 @@ def main(argv=None):
     # Find the layer first, and say where from: the source is part of the trace's name.
     with lesson.console.status("looking for LigerGEGLUMLP"):
         liger = resolve_liger_geglu_mlp(source=args.kernel_source, kernel_repo=args.kernel_repo)
-    run = lesson.setup(__file__, args, label=LABEL, tag=sizes + [liger.source])
+    run = lesson.setup(__file__, args, label=LABEL, tag=sizes + [liger.tag])
     lesson.console.print(liger.describe(), soft_wrap=True, markup=False)
     require_runnable(liger, run.device)
 
     # The post's module first, built as 03_simple_mlp.py builds it (same seed, same weights, same input);
     # then Liger's layer with those weights, checked against it before anything is profiled.
+    # Two modules (the reference and Liger's layer) and an fp32 check beside them: count three forwards.
+    lesson.require_memory(run, 3 * forward_elements(*sizes) * 4, "the two modules and the fp32 check")
     torch.manual_seed(0)
     reference = SimpleGeGLUMLP(args.dim, args.hidden).to(run.device, run.dtype).eval()
     x = torch.randn(args.batch, args.seq, args.dim, device=run.device, dtype=run.dtype)

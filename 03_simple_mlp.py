@@ -31,12 +31,13 @@ benchmark and the tests import it; a test keeps this copy identical):
             return y
 """
 
+from common.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
 import torch
 from torch.profiler import profile, record_function, schedule
 
 from common import lesson
-from common.errors import exits_cleanly
 from common.mlp import POST_SIZES, SimpleGeGLUMLP
+from common.mlp.simple import forward_elements
 from common.traces import expect as ex
 
 LABEL = "mlp_fwd"
@@ -80,6 +81,8 @@ def main(argv=None):
     run = lesson.setup(__file__, args, label=LABEL, tag=tag)
 
     # The module and its input, made once.
+    sizes = (args.batch, args.seq, args.dim, args.hidden)
+    lesson.require_memory(run, forward_elements(*sizes) * run.itemsize, "the weights and one forward's tensors")
     torch.manual_seed(0)
     model = SimpleGeGLUMLP(args.dim, args.hidden).to(run.device, run.dtype).eval()
     x = torch.randn(args.batch, args.seq, args.dim, device=run.device, dtype=run.dtype)

@@ -22,13 +22,14 @@ The module is forward-only (inference) and runs in bf16 or fp16. Its first call 
 and times a few launch configurations, outside the profiled steps.
 """
 
+from common.errors import UsageError, exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
 import torch
 from torch.profiler import profile, record_function, schedule
 
 from common import lesson
-from common.errors import UsageError, exits_cleanly
 from common.mlp import POST_SIZES, SimpleGeGLUMLP
 from common.mlp.fused import FusedGeGLUMLP
+from common.mlp.simple import forward_elements
 from common.mlp.triton_ops.geglu import INTERPRETING
 from common.traces import expect as ex
 
@@ -79,6 +80,8 @@ def main(argv=None):
     require_runnable(args, run.device)
 
     # The post's module, then the fused one with its weights, checked against an fp32 run before profiling.
+    # The reference and the fused module (with its interleaved gate/up copy) and an fp32 check: three forwards.
+    lesson.require_memory(run, 3 * forward_elements(*sizes) * 4, "the two modules and the fp32 check")
     torch.manual_seed(0)
     reference = SimpleGeGLUMLP(args.dim, args.hidden).to(run.device, run.dtype).eval()
     fused = FusedGeGLUMLP.from_module(reference)

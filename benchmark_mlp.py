@@ -36,6 +36,8 @@ How each number is taken lives in common/bench/ (timers, rows, words, files); th
 
 from __future__ import annotations
 
+from common.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
+
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -62,11 +64,11 @@ from common.bench.variants import (
     parse_variants,
 )
 from common.cli import DTYPE_NAMES, ArgumentParser, positive_int
-from common.errors import exits_cleanly
 from common.files import writable_dir
-from common.lesson.device import describe_device, dtype_name, pick_device, pick_dtype
+from common.lesson.device import describe_device, dtype_name, pick_device, pick_dtype, require_fit
 from common.mlp import SimpleGeGLUMLP
 from common.mlp.accuracy import TOLERANCES, fp32_reference
+from common.mlp.simple import forward_elements
 
 # --------------------------------------------------------------------------------------------------------------
 # The shapes: tokens = batch x seq rows through a dim -> hidden -> dim MLP.
@@ -140,6 +142,9 @@ def run(argv: list[str] | None) -> list[Row]:
     stem = f"mlp_{device.type}_{dtype_name(dtype)}"
     settings = Settings(device, dtype, args.warmup_ms, args.rep_ms)
     on_gpu = device.type == "cuda"
+    for shape in shapes:  # before minutes of measuring: each shape's eager forward, a variant's and the fp32 check
+        elements = forward_elements(shape.batch, shape.seq, shape.dim, shape.hidden)
+        require_fit(device, elements * (2 * dtype.itemsize + 4), f"the {shape.name} shape's modules and tensors")
 
     console.print(f"[bold]benchmark_mlp[/bold] · {describe_device(device)} · {dtype_name(dtype)} · "
                   f"{len(names)} variants × {len(shapes)} shapes")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 from common.errors import EXIT_USAGE
@@ -19,10 +20,10 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 def _whole_number(text: str, least: int, what: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    # ASCII digits only: int() would also read "٨" (Arabic-Indic eight) or "1_000", which nobody types as a size.
+    if not re.fullmatch(r"[+-]?[0-9]+", text.strip()):
+        raise argparse.ArgumentTypeError(f"expected {what} (digits 0-9), got {text!r}")
+    value = int(text)
     if value < least:
         raise argparse.ArgumentTypeError(f"expected {what}, got {value}")
     return value

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -15,8 +16,24 @@ def writable_dir(path: Path, what: str) -> Path:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path, prefix=".probe-"):
             pass
+    except (FileExistsError, NotADirectoryError):
+        blocker = next((p for p in [path, *path.parents] if p.exists() and not p.is_dir()), path)
+        raise UsageError(f"cannot write {what} to {path}: {blocker} is a file, not a folder") from None
     except OSError as err:
         raise UsageError(f"cannot write {what} to {path}: {err.strerror or err}") from None
+    return path
+
+
+def writable_file(path: Path, what: str) -> Path:
+    """Prove that `path` itself can be written, the way write_atomically will write it (a temporary sibling, then a
+    rename), before the long work: a folder in its place or a name too long for the file system fails here."""
+    if path.is_dir():
+        raise UsageError(f"cannot write {what} to {path}: a folder is there")
+    try:
+        temporary_sibling(path).unlink()
+    except OSError as err:
+        why = "the file name is too long for this file system" if err.errno == errno.ENAMETOOLONG else err.strerror or err
+        raise UsageError(f"cannot write {what} to {path}: {why}") from None
     return path
 
 

@@ -260,8 +260,8 @@ def test_compiled_fused_module_matches_eager_fused_on_gpu():
 @pytest.mark.gpu
 @requires_cuda
 def test_decode_calls_launch_the_kept_kernel_and_match_the_first_call_on_gpu():
-    from common.mlp.triton_ops import geglu_gemm, interleave_gate_up
     from common.mlp.triton_ops import geglu as ops
+    from common.mlp.triton_ops import geglu_gemm, interleave_gate_up
     torch.manual_seed(0)
     x = torch.randn(8, 768, device="cuda", dtype=torch.bfloat16)
     w = interleave_gate_up(*(torch.randn(3072, 768, device="cuda", dtype=torch.bfloat16) / 28 for _ in range(2)))

@@ -154,17 +154,27 @@ def test_local_kernel_repo_runs_the_lesson(how, kernel_repo, tmp_path):
     assert output_check(result).endswith("✓")
     assert "✓" in result.stdout and "✗" not in result.stdout, result.stdout  # the CPU expectations hold
 
-    trace = load_trace(tmp_path / "traces" / "03_kernels_mlp" / "2_3_8_16_local_eager_fp32_cpu.json")
+    written = sorted((tmp_path / "traces" / "03_kernels_mlp").glob("2_3_8_16_local-liger-kernels-*_eager_fp32_cpu.json"))
+    assert len(written) == 1, written  # the repository's folder name and a hash of its path are in the name
+    trace = load_trace(written[0])
     labels = [e["name"] for e in trace["traceEvents"] if e.get("cat") == "user_annotation"]
     assert labels.count("kernels_mlp_fwd") == 3
     assert labels.count(LOCAL_LABEL) == 3, "the local repository's layer is not the one that ran"
+
+
+def test_two_local_repositories_never_share_a_trace(tmp_path):
+    first, second = make_kernel_repo(tmp_path / "a"), make_kernel_repo(tmp_path / "b")
+    for repo in (first, second):
+        assert lesson("--kernel_repo", str(repo), "--device", "cpu", tmp_path=tmp_path).returncode == 0
+    written = sorted(p.name for p in (tmp_path / "traces" / "03_kernels_mlp").glob("*.json"))
+    assert len(written) == 2 and all(name.startswith("2_3_8_16_local-liger-kernels-") for name in written), written
 
 
 @pytest.mark.slow
 def test_local_kernel_repo_compiles(kernel_repo, tmp_path):
     result = lesson("--kernel_repo", str(kernel_repo), "--compile", "--device", "cpu", tmp_path=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert (tmp_path / "traces" / "03_kernels_mlp" / "2_3_8_16_local_compile_fp32_cpu.json").is_file()
+    assert list((tmp_path / "traces" / "03_kernels_mlp").glob("2_3_8_16_local-liger-kernels-*_compile_fp32_cpu.json"))
     assert "✗" not in result.stdout, result.stdout
 
 
@@ -233,10 +243,17 @@ def test_hub_probe_reports_a_refused_connection_at_once():
 # --- wrong input: one line, exit 2 ------------------------------------------------------------------
 
 
+def test_a_file_given_as_kernel_repo_is_one_line(tmp_path):
+    a_file = tmp_path / "not_a_repo.txt"
+    a_file.write_text("")
+    line = one_error_line(lesson("--kernel_repo", str(a_file), "--device", "cpu", tmp_path=tmp_path))
+    assert "a file, not a kernel repository" in line, line
+
+
 def test_wrong_kernel_repo_path_is_one_line(tmp_path):
     missing = tmp_path / "no-such-repo"
     line = one_error_line(lesson("--kernel_repo", str(missing), tmp_path=tmp_path))
-    assert str(missing) in line and "no such directory" in line, line
+    assert str(missing) in line and "no such folder" in line, line
 
 
 def test_kernel_repo_without_a_build_is_one_line(tmp_path):
@@ -254,7 +271,7 @@ def test_kernel_repo_without_a_build_is_one_line(tmp_path):
         (["--kernel_source", "pypi", "--kernel_repo", "."], {}, "contradicts --kernel_source pypi"),
         (["--kernel_source", "cuda"], {}, "invalid choice"),
         ([], {"LOCAL_KERNELS": "no-equals-sign"}, "is not repo_id=path"),
-        ([], {"LOCAL_KERNELS": f"{HUB_REPO}=/nonexistent/liger"}, "/nonexistent/liger: no such directory"),
+        ([], {"LOCAL_KERNELS": f"{HUB_REPO}=/nonexistent/liger"}, "/nonexistent/liger: no such folder"),
     ],
 )
 def test_bad_source_choices_are_one_line(flags, env, says, tmp_path):

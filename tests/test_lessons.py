@@ -132,7 +132,7 @@ def test_unwritable_trace_dir(tmp_path):
     result = run_script("02_linear.py", "--batch", "2", "--trace_dir", str(blocker))
     assert result.returncode == 2
     lines = stderr_lines(result)
-    assert len(lines) == 1 and "cannot write traces" in lines[0], result.stderr
+    assert len(lines) == 1 and "cannot write traces" in lines[0] and "is a file, not a folder" in lines[0], result.stderr
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message a machine without a GPU gives")

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 import torch
-from rich.console import Console
 
+from common.console import Console
 from common.files import write_atomically
 from common.mlp.accuracy import TOLERANCES
 

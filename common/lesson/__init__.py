@@ -17,22 +17,24 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 import torch
-from rich.console import Console
 from rich.table import Table
 from torch.profiler import ProfilerActivity, profile
 
 from common.cli import DTYPE_NAMES, ArgumentParser, add_common_flags, positive_int
-from common.files import twin_trace, writable_dir, write_atomically
+from common.console import Console
+from common.errors import UsageError
+from common.files import twin_trace, writable_dir, writable_file, write_atomically
+from common.lesson.device import describe_device, dtype_name, pick_device, pick_dtype, require_fit
+from common.lesson.profiling import ACTIVE, STEPS, WAIT, WARMUP, export_trace, synchronize  # noqa: F401 (lessons call lesson.synchronize)
 from common.mlp.accuracy import check_output as check_output_against
 from common.mlp.accuracy import fp32_reference
-from common.lesson.device import describe_device, dtype_name, pick_device, pick_dtype
-from common.lesson.profiling import ACTIVE, STEPS, WAIT, WARMUP, export_trace, synchronize  # noqa: F401 (lessons call lesson.synchronize)
 from common.traces.expect import Expectation, check_trace
 from common.traces.expect import announce as print_expectations
 
@@ -72,6 +74,10 @@ class Run:
     @property
     def dtype_name(self) -> str:
         return dtype_name(self.dtype)
+
+    @property
+    def itemsize(self) -> int:
+        return torch.empty((), dtype=self.dtype).element_size()
 
     @property
     def activities(self) -> list[ProfilerActivity]:
@@ -115,7 +121,11 @@ def setup(
     parts = [dtype_name(dtype) if part == "{dtype}" else part for part in tag]
     file_tag = trace_tag(parts, compiled=args.compile, dtype=dtype_name(dtype), device=device)
     run = Run(name, label, device, dtype, args.compile, out_dir / f"{file_tag}.json", out_dir / f"{file_tag}.txt")
+    writable_file(run.trace_path, "the trace")  # now, not after minutes of profiling
+    writable_file(run.table_path, "the op table")
 
+    if args.compile and device.type == "cpu":
+        require_cpp_compiler()
     if args.compile:
         # Inductor's CPU kernels are plain C++ functions, invisible to the profiler unless Inductor wraps each
         # in a record_function: then `cpp_fused_gelu_mul_0` shows in a CPU trace as a kernel does in a GPU one.
@@ -129,6 +139,23 @@ def setup(
         fp32_note = CPU_FP32_NOTE if args.dtype is None and run.dtype_name == "fp32" else ""
         console.print(f"[yellow]note:[/yellow] {CPU_NOTE}{fp32_note}.")
     return run
+
+
+def require_cpp_compiler() -> None:
+    """torch.compile on a CPU builds its kernels with a C++ compiler: without one, say so in one line, up front."""
+    import torch._inductor.config
+
+    names = [c for c in torch._inductor.config.cpp.cxx if c]
+    if not any(shutil.which(c) for c in names):
+        raise UsageError(
+            f"--compile on a CPU builds C++ kernels, and no C++ compiler ({', '.join(names) or 'g++'}) is on PATH: "
+            "install one (e.g. apt install g++) or drop --compile"
+        )
+
+
+def require_memory(run: Run, nbytes: int, what: str) -> None:
+    """Before allocating: do `nbytes` fit where the run will put them? One line and exit 2 if not."""
+    require_fit(run.device, nbytes, f"{what} in {run.dtype_name}")
 
 
 def trace_tag(parts: Sequence[Any], *, compiled: bool, dtype: str, device: torch.device) -> str:

@@ -43,3 +43,36 @@ def describe_device(device: torch.device) -> str:
     if device.type == "cuda":
         return f"{torch.cuda.get_device_name(device)} (torch {torch.__version__}, CUDA {torch.version.cuda})"
     return f"CPU (torch {torch.__version__})"
+
+
+def require_fit(device: torch.device, nbytes: int, what: str) -> None:
+    """Raise UsageError (one line) when `nbytes` exceed the free GPU memory, or the host's available memory."""
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        where = f"{torch.cuda.get_device_name(device)} has {_bytes(free)} free"
+    else:
+        free = available_host_memory()
+        where = f"this machine has {_bytes(free)} available" if free is not None else ""
+    if free is not None and nbytes > free:
+        raise UsageError(f"{what} need {_bytes(nbytes)}, and {where}: try smaller sizes")
+
+
+def available_host_memory() -> int | None:
+    """MemAvailable from /proc/meminfo (Linux); None where it cannot be read."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _bytes(n: int) -> str:
+    if n >= 1e18:
+        return f"{n:.1e} bytes"
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
+        if n >= size:
+            return f"{n / size:,.1f} {unit}"
+    return f"{n:,} bytes"

@@ -28,9 +28,11 @@ Anything the user can fix (nothing reachable, a wrong path, no GPU) is a `UsageE
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import logging
 import os
+import re
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -68,6 +70,16 @@ class ResolvedLayer:
     source: str  # one of SOURCES
     origin: str  # what exactly was loaded
     reason: str  # why this source
+    path: Path | None = None  # a local repository's folder
+
+    @property
+    def tag(self) -> str:
+        """The source as a trace name's part: a local repository adds its folder's name and a hash of its path,
+        so that two repositories never write the same trace."""
+        if self.path is None:
+            return self.source
+        name = re.sub(r"[^A-Za-z0-9.-]+", "-", self.path.name).strip("-") or "repo"
+        return f"{self.source}-{name}-{hashlib.sha1(str(self.path).encode()).hexdigest()[:6]}"
 
     @property
     def is_liger_triton_kernel(self) -> bool:
@@ -281,6 +293,7 @@ def _from_local(path: Path, load, *, named_by: str, described: str, reason: str)
     return ResolvedLayer(
         layer_class=_layer_class(module, where=str(path)),
         source="local",
+        path=path.resolve(),
         origin=f"{path} via kernels {kernels.__version__}",
         reason=reason,
     )
@@ -316,8 +329,10 @@ def _import_kernels_for_local():
 
 
 def _require_dir(path: Path, what: str) -> None:
+    if path.is_file():
+        raise UsageError(f"{what}: a file, not a kernel repository (a folder holding build/<variant>/)")
     if not path.is_dir():
-        raise UsageError(f"{what}: no such directory")
+        raise UsageError(f"{what}: no such folder")
 
 
 def _layer_class(module, where: str) -> type[nn.Module]:

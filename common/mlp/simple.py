@@ -21,3 +21,9 @@ class SimpleGeGLUMLP(nn.Module):
         m = h * u
         y = self.down_proj(m)
         return y
+
+
+def forward_elements(batch: int, seq: int, dim: int, hidden: int) -> int:
+    """Elements one forward holds at its peak: the three weights, x and y, and g, u, h, m (each [tokens, hidden])."""
+    tokens = batch * seq
+    return 3 * dim * hidden + tokens * (2 * dim + 4 * hidden)

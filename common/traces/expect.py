@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from rich.console import Console
 from rich.markup import escape
 
+from common.console import Console
 from common.files import twin_trace
 from common.traces.kernel_names import METADATA_OPS, decode, split_fused_ops
 from common.traces.reader import CpuOp, GpuWork, Step, Trace, per_step_count, read_trace

@@ -34,6 +34,7 @@ import bisect
 import gzip
 import io
 import json
+import math
 import re
 import zlib
 from collections import Counter, defaultdict
@@ -42,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from common.errors import UsageError
+from common.errors import UsageError, first_line
 from common.traces.kernel_names import decode
 
 CHUNK_CHARS = 1 << 20
@@ -426,7 +427,11 @@ def read_trace(path: str | Path) -> Trace:
         raise UsageError(f"{path}: the trace holds no events")
     if collector.timed == 0:
         raise UsageError(f"{path}: no timed events (\"ph\": \"X\"): not a trace from torch.profiler")
-    return collector.build(path, source.meta)
+    try:
+        return collector.build(path, source.meta)
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as err:
+        # JSON that parses but whose fields are not a profiler's (a number where an object should be, ...)
+        raise UsageError(f"{path}: not a well-formed torch.profiler trace ({type(err).__name__}: {first_line(err)})") from None
 
 
 @contextmanager
@@ -558,6 +563,8 @@ class _TraceSource:
                     continue
                 cut = self.eof and (err.msg.startswith("Unterminated") or err.pos >= len(self.buf.rstrip()))
                 self._malformed(err.msg, self.consumed + err.pos, cut)
+            except RecursionError:
+                self._malformed("arrays or objects nested too deeply for a trace")
             if end == len(self.buf) and self._more():  # a number cut at the chunk's end: read on
                 continue
             self.pos = end
@@ -607,12 +614,14 @@ class _Collector:
             try:
                 ts = float(ev["ts"])
                 dur = float(ev.get("dur") or 0.0)
-            except (KeyError, TypeError, ValueError):
+            except (KeyError, TypeError, ValueError, OverflowError):
                 return
+            if not (math.isfinite(ts) and math.isfinite(dur)):
+                return  # NaN or Infinity: JSON that Python reads, but no time a profiler wrote
             name = ev.get("name")
             name = self.names.setdefault(name, name) if isinstance(name, str) else "?"
             lanes = self.lanes
-            pid, tid = ev.get("pid"), ev.get("tid")
+            pid, tid = _lane(ev.get("pid")), _lane(ev.get("tid"))
             pid, tid = lanes.setdefault(pid, pid), lanes.setdefault(tid, tid)
             args = ev.get("args")
             args = args if isinstance(args, dict) else {}
@@ -712,6 +721,11 @@ class _Collector:
             gpu_outside_steps=gpu_outside,
             self_cpu_total_us=self_cpu_total,
         )
+
+
+def _lane(value: Any) -> Any:
+    """A pid or tid as a key: numbers and strings as they are, anything else (a list, an object) as its text."""
+    return value if isinstance(value, (int, float, str)) or value is None else repr(value)
 
 
 def _dims3(value: Any) -> tuple | None:

@@ -15,15 +15,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from typing import Sequence
 
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from common.cli import ArgumentParser, count_or_zero
+from common.console import Console
 from common.errors import exits_cleanly
 from common.traces.kernel_names import decode
 from common.traces.reader import Step, Trace, TraceDiff, Verdict, diff, per_step_count, read_trace, runtime_rows
@@ -66,25 +67,32 @@ def _main(argv: Sequence[str] | None) -> int:
     first = read_trace(args.trace)
     second = read_trace(args.other) if args.other else None
     rows = None if args.rows == 0 else args.rows
-    try:
-        if args.json:
-            if second is None:
-                payload = first.to_dict()
-            else:
-                payload = {"traces": [first.to_dict(), second.to_dict()], "diff": diff(first, second).to_dict()}
-            json.dump(payload, sys.stdout, indent=1, ensure_ascii=False)
-            sys.stdout.write("\n")
-            sys.stdout.flush()
-            return 0
-        console = Console(highlight=False, width=_width())
-        if second is None:
-            print_report(first, console, full_names=args.full_names, steps=args.steps, rows=rows)
-        else:
-            print_diff(diff(first, second), console, full_names=args.full_names, rows=rows)
-        sys.stdout.flush()  # here, so that a reader who left (`| head`) is handled below, not at exit
-    except BrokenPipeError:  # `trace-report ... | head`: the reader left; that is fine
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    if args.json:
+        payload = first.to_dict() if second is None else {
+            "traces": [first.to_dict(), second.to_dict()],
+            "diff": diff(first, second).to_dict(),
+        }
+        # JSON has no NaN or Infinity: a value a trace could not give (a zero-length window) is null.
+        json.dump(_finite(payload), sys.stdout, indent=1, ensure_ascii=False, allow_nan=False)
+        sys.stdout.write("\n")
+        return 0
+    console = Console(highlight=False, width=_width())
+    if second is None:
+        print_report(first, console, full_names=args.full_names, steps=args.steps, rows=rows)
+    else:
+        print_diff(diff(first, second), console, full_names=args.full_names, rows=rows)
     return 0
+
+
+def _finite(value):
+    """`value` with every non-finite float replaced by None, in dicts and lists at any depth."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
 
 
 # --- one trace -----------------------------------------------------------------------------------------------

@@ -1,0 +1,185 @@
+"""What a user does at the keyboard ends in one clear line and the right exit code, and loses nothing.
+
+Each test drives the real entry point as a subprocess, as a user meets it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, ROOT, run_script, stderr_lines
+
+TRACE = FIXTURES / "h200" / "mlp_eager.json.gz"
+TRACE_REPORT = [sys.executable, "-m", "common.traces.report"]
+
+
+def one_line(result, code: int) -> str:
+    assert result.returncode == code, (result.returncode, result.stdout[-2000:], result.stderr[-2000:])
+    lines = stderr_lines(result)
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    return lines[0]
+
+
+def files_under(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+
+
+# --- Ctrl-C ------------------------------------------------------------------------------------------------------
+
+
+def interrupt(args: list[str], *, after: str | None, delay: float, cwd: Path) -> subprocess.CompletedProcess:
+    """Start a lesson, wait for a line on stdout starting with `after` (or just `delay` s), then press Ctrl-C."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if after is not None:
+        for line in proc.stdout:
+            if line.startswith(after):
+                break
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def test_ctrl_c_while_torch_loads_is_one_line_and_130(tmp_path):
+    # A torch that takes a minute to import, first on the path: the interrupt lands inside the lesson's imports,
+    # after `common.errors` (its first import) and before anything else.
+    slow = tmp_path / "slow_torch" / "torch"
+    slow.mkdir(parents=True)
+    (slow / "__init__.py").write_text("import time\ntime.sleep(60)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(slow.parent), str(ROOT)]), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, str(ROOT / "02_linear.py"), "--trace_dir", str(tmp_path / "traces")],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, out, err) == (130, "", "interrupted\n")
+    assert not (tmp_path / "traces").exists()
+
+
+@pytest.mark.parametrize("after,delay", [("profiling", 0.2), ("note:", 0.0)])
+def test_ctrl_c_in_a_lesson_is_one_line_and_130_and_leaves_no_file(tmp_path, after, delay):
+    # A size whose CPU matmuls take a while, so that the interrupt lands inside the profiled steps.
+    args = [str(ROOT / "01_matmul_add.py"), "--size", "2500", "--trace_dir", str(tmp_path)]
+    result = interrupt(args, after=after, delay=delay, cwd=tmp_path)
+    assert one_line(result, 130) == "interrupted"
+    assert files_under(tmp_path) == []  # no trace, no table, no temporary file
+
+
+# --- sizes the machine cannot hold -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("script,args", [
+    ("01_matmul_add.py", ["--size", "10000000"]),
+    ("01_matmul_add.py", ["--size", "99999999999999999999"]),
+    ("03_simple_mlp.py", ["--hidden", "100000000"]),
+    ("benchmark_mlp.py", ["--shapes", "100000x100000:768:3072", "--variants", "eager"]),
+])
+def test_sizes_too_large_for_this_machine_are_one_line_before_allocating(script, args, tmp_path):
+    out = ["--out", str(tmp_path)] if script == "benchmark_mlp.py" else ["--trace_dir", str(tmp_path)]
+    line = one_line(run_script(script, *args, *out, "--device", "cpu"), 2)
+    assert " need " in line and "available" in line and "try smaller sizes" in line, line
+
+
+@pytest.mark.parametrize("text", ["٨", "1_000", "1e8", "8.0"])
+def test_sizes_take_ascii_digits_only(text, tmp_path):
+    line = one_line(run_script("02_linear.py", "--batch", text, "--trace_dir", str(tmp_path)), 2)
+    assert "digits 0-9" in line, line
+
+
+# --- the trace's own file, checked before any profiling ----------------------------------------------------------
+
+
+def test_a_folder_where_the_trace_goes_is_one_line(tmp_path):
+    (tmp_path / "02_linear" / "4_32_64_eager_fp32_cpu.json").mkdir(parents=True)
+    line = one_line(run_script("02_linear.py", "--batch", "4", "--device", "cpu", "--trace_dir", str(tmp_path)), 2)
+    assert "a folder is there" in line, line
+    assert not (tmp_path / "02_linear" / "4_32_64_eager_fp32_cpu.txt").exists()
+
+
+def test_a_trace_path_too_long_for_the_file_system_is_one_line(tmp_path):
+    deep = tmp_path
+    while len(str(deep)) < os.pathconf(tmp_path, "PC_PATH_MAX") - 60:
+        deep = deep / ("d" * min(200, os.pathconf(tmp_path, "PC_NAME_MAX")))
+    line = one_line(run_script("02_linear.py", "--batch", "4", "--device", "cpu", "--trace_dir", str(deep)), 2)
+    assert "too long" in line, line
+
+
+def test_compile_on_a_cpu_without_a_cpp_compiler_is_one_line(tmp_path):
+    result = run_script("02_linear.py", "--batch", "4", "--compile", "--device", "cpu", "--trace_dir", str(tmp_path),
+                        env={"CXX": "no-such-c++-compiler"})
+    line = one_line(result, 2)
+    assert "no-such-c++-compiler" in line and "drop --compile" in line, line
+
+
+# --- the terminal ------------------------------------------------------------------------------------------------
+
+ASCII_TERMINAL = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONIOENCODING": ""}
+
+
+def test_a_terminal_that_cannot_show_our_symbols_gets_ascii(tmp_path):
+    report = subprocess.run([*TRACE_REPORT, str(TRACE)], cwd=ROOT, env={**os.environ, **ASCII_TERMINAL},
+                            capture_output=True)
+    assert report.returncode == 0 and b"Traceback" not in report.stderr, report.stderr[-2000:]
+    report.stdout.decode("ascii")  # every byte ASCII
+    assert b" us " in report.stdout and b"verdict: compute-bound" in report.stdout
+
+    lesson = run_script("02_linear.py", "--batch", "4", "--device", "cpu", "--trace_dir", str(tmp_path), env=ASCII_TERMINAL)
+    assert lesson.returncode == 0 and "Traceback" not in lesson.stderr, lesson.stderr[-2000:]
+    assert "  ok P2-01 - " in lesson.stdout and "✓" not in lesson.stdout, lesson.stdout[-3000:]
+
+
+def test_a_reader_that_leaves_is_a_normal_end():
+    for extra in ([], ["--json"]):
+        proc = subprocess.Popen([*TRACE_REPORT, str(TRACE), *extra, "--steps", "all"], cwd=ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc.stdout.readline()
+        proc.stdout.close()  # `| head -1`
+        err = proc.stderr.read()
+        assert proc.wait(timeout=60) == 0 and err == b"", (extra, err)
+
+
+def test_output_to_a_full_device_is_one_line_and_exit_1():
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([*TRACE_REPORT, str(TRACE)], cwd=ROOT, stdout=full, stderr=subprocess.PIPE, text=True)
+    assert one_line(result, 1).endswith("No space left on device")
+
+
+def test_a_closed_stdout_is_one_line_and_exit_1():
+    result = subprocess.run([*TRACE_REPORT, str(TRACE)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, pass_fds=(), preexec_fn=lambda: os.close(1))
+    assert "standard output is closed" in one_line(result, 1)
+
+
+# --- trace-report on JSON that is not a trace --------------------------------------------------------------------
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_json_whose_fields_are_not_a_profilers_is_one_line(tmp_path):
+    events = [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 2, "pid": [1], "tid": {"a": 1},
+               "args": {"correlation": [1]}}]
+    bad = write(tmp_path / "types.json", json.dumps({"traceEvents": events, "deviceProperties": 5}))
+    assert "not a well-formed torch.profiler trace" in one_line(run_script("-m", "common.traces.report", str(bad)), 2)
+    deep = write(tmp_path / "deep.json", '{"traceEvents": [' + "[" * 100_000 + "]" * 100_000 + "]}")
+    assert "nested too deeply" in one_line(run_script("-m", "common.traces.report", str(deep)), 2)
+
+
+def test_non_finite_times_are_skipped_and_json_output_stays_json(tmp_path):
+    text = ('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": NaN, "pid": 1, "tid": 1},'
+            ' {"ph": "X", "cat": "cpu_op", "name": "b", "ts": 2, "dur": 1, "pid": 1, "tid": 1},'
+            ' {"ph": "X", "cat": "kernel", "name": "k", "ts": Infinity, "dur": 1, "pid": 0, "tid": 7}]}')
+    trace = write(tmp_path / "nan.json", text)
+    result = run_script("-m", "common.traces.report", str(trace), "--json")
+    assert result.returncode == 0, result.stderr
+    json.loads(result.stdout, parse_constant=lambda name: pytest.fail(f"{name} in --json output"))
