@@ -72,7 +72,7 @@ def main(argv=None):
     # The inputs, made once. x, w and b are all (size, size): the bias too, as in Part 1 (a 2-D bias is what
     # makes the compiled addmm copy it into its output first).
     shape = (args.size,) * (3 if args.batched else 2)
-    lesson.require_memory(run, 5 * args.size ** len(shape) * run.itemsize, "x, w, b, x @ w and their sum")
+    lesson.require_memory(run, 5 * args.size ** len(shape) * run.dtype.itemsize, "x, w, b, x @ w and their sum")
     torch.manual_seed(0)
     x = torch.randn(shape, device=run.device, dtype=run.dtype)
     w = torch.randn(shape, device=run.device, dtype=run.dtype)

@@ -52,7 +52,7 @@ def main(argv=None):
 
     # The module and its input, made once.
     elements = args.in_dim * args.out_dim + args.out_dim + args.batch * (args.in_dim + args.out_dim)
-    lesson.require_memory(run, elements * run.itemsize, "the weight, the bias, x and the output")
+    lesson.require_memory(run, elements * run.dtype.itemsize, "the weight, the bias, x and the output")
     torch.manual_seed(0)
     linear = nn.Linear(args.in_dim, args.out_dim, bias=True).to(run.device, run.dtype).eval()
     x = torch.randn(args.batch, args.in_dim, device=run.device, dtype=run.dtype)

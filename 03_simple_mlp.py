@@ -82,7 +82,7 @@ def main(argv=None):
 
     # The module and its input, made once.
     sizes = (args.batch, args.seq, args.dim, args.hidden)
-    lesson.require_memory(run, forward_elements(*sizes) * run.itemsize, "the weights and one forward's tensors")
+    lesson.require_memory(run, forward_elements(*sizes) * run.dtype.itemsize, "the weights and one forward's tensors")
     torch.manual_seed(0)
     model = SimpleGeGLUMLP(args.dim, args.hidden).to(run.device, run.dtype).eval()
     x = torch.randn(args.batch, args.seq, args.dim, device=run.device, dtype=run.dtype)

@@ -76,10 +76,6 @@ class Run:
         return dtype_name(self.dtype)
 
     @property
-    def itemsize(self) -> int:
-        return torch.empty((), dtype=self.dtype).element_size()
-
-    @property
     def activities(self) -> list[ProfilerActivity]:
         """CPU always; CUDA when the run is on a GPU (asking for CUDA activity without one only adds warnings)."""
         return [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.device.type == "cuda" else [])
