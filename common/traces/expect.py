@@ -210,7 +210,7 @@ def gpu_lane_lag(cpu_ahead: bool, threshold_us: float = 100.0, claim: str = "") 
     def check(trace: Trace) -> Outcome:
         lags = _lags(trace)
         last = max(lags) if lags else 0.0
-        evidence = f"the GPU starts each step's kernels up to {_lag_text(lags)} after their launch calls"
+        evidence = f"per step, the latest kernel starts {_us_list(lags) or '?'} µs after its launch call"
         return Outcome(last >= threshold_us if cpu_ahead else last < threshold_us, evidence)
 
     if cpu_ahead:
@@ -870,10 +870,6 @@ def _lags(trace: Trace) -> list[float]:
         if launched:
             lags.append(max(w.ts - w.launch_ts for w in launched))
     return lags
-
-
-def _lag_text(lags: Sequence[float]) -> str:
-    return "–".join(f"{x:,.0f}" for x in (min(lags), max(lags))) + " µs" if lags else "? µs"
 
 
 def _issue_cpu(trace: Trace) -> float:
