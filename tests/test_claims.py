@@ -158,6 +158,7 @@ def test_a_cpu_run_checks_every_claim_it_announces_and_explains_each_miss(cpu_ru
     _, results = cpu_runs
     result = results[name]
     assert result.returncode == 0, result.stderr
+    assert result.stderr == "", result.stderr  # a successful run's stderr holds only our lines: here, none
     announced = re.findall(r"^\s+• (P\d-\d\d) ·", result.stdout.split("What we saw")[0], flags=re.M)
     marks = seen(result.stdout)
     assert announced and sorted(announced) == sorted(c for c, m in marks.items() for _ in m)

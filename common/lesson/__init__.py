@@ -16,6 +16,7 @@ rich, `common.traces` (the checks), `common.mlp.accuracy` (the output check) and
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import shutil
 import sys
@@ -122,6 +123,9 @@ def setup(
 
     if args.compile and device.type == "cpu":
         require_cpp_compiler()
+        # A CUDA build of torch on a machine without a GPU says so once per compile ("No CUDA runtime is found");
+        # the lesson has said it already, in its CPU note.
+        logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
     if args.compile:
         # Inductor's CPU kernels are plain C++ functions, invisible to the profiler unless Inductor wraps each
         # in a record_function: then `cpp_fused_gelu_mul_0` shows in a CPU trace as a kernel does in a GPU one.

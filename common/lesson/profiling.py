@@ -22,9 +22,10 @@ from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from common.files import temporary_sibling, write_atomically
 
-# Kineto logs its own stages and, on a machine without a GPU, a scary "gpuGetDeviceCount failed" ERROR;
-# keep stderr for what the user must read. It reads the variable when the first profile starts.
-os.environ.setdefault("KINETO_LOG_LEVEL", "5")
+# Kineto logs its own stages, its "USDT: profiler_start/stop" marks (level 5) and, on a machine without a GPU, a
+# scary "gpuGetDeviceCount failed" ERROR (level 4); 6 is above them all, so stderr keeps what the user must read.
+# It reads the variable when the first profile starts; a value the user set wins.
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
 # torch warns once per process, on some runs, that a profiler "clears events at the end of each cycle": with
 # repeat=1 there is one cycle, so nothing is lost, and the line would be noise on a successful run's stderr.
