@@ -62,10 +62,8 @@ SIZE_HELP = {
 
 @dataclass(frozen=True)
 class Run:
-    """What one run of a lesson is: where, in what dtype, under which label, into which files."""
+    """What one run of a lesson is: where, in what dtype, compiled or not, into which files."""
 
-    script: str  # the lesson's stem: `03_simple_mlp`
-    label: str  # the record_function label around each forward
     device: torch.device
     dtype: torch.dtype
     compiled: bool
@@ -117,21 +115,21 @@ def setup(
     out_dir = writable_dir(Path(args.trace_dir) / name, "traces")
     parts = [dtype_name(dtype) if part == "{dtype}" else part for part in tag]
     file_tag = trace_tag(parts, compiled=args.compile, dtype=dtype_name(dtype), device=device)
-    run = Run(name, label, device, dtype, args.compile, out_dir / f"{file_tag}.json", out_dir / f"{file_tag}.txt")
+    run = Run(device, dtype, args.compile, out_dir / f"{file_tag}.json", out_dir / f"{file_tag}.txt")
     writable_file(run.trace_path, "the trace")  # now, not after minutes of profiling
     writable_file(run.table_path, "the op table")
 
-    if args.compile and device.type == "cpu":
-        require_cpp_compiler()
-        # A CUDA build of torch on a machine without a GPU says so once per compile ("No CUDA runtime is found");
-        # the lesson has said it already, in its CPU note.
-        logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
     if args.compile:
         # Inductor's CPU kernels are plain C++ functions, invisible to the profiler unless Inductor wraps each
         # in a record_function: then `cpp_fused_gelu_mul_0` shows in a CPU trace as a kernel does in a GPU one.
         import torch._inductor.config
 
         torch._inductor.config.cpp.enable_kernel_profile = True
+        if device.type == "cpu":
+            require_cpp_compiler()
+            # A CUDA build of torch on a machine without a GPU says so once per compile ("No CUDA runtime is
+            # found"); the lesson has said it already, in its CPU note.
+            logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
 
     mode = "compile" if args.compile else "eager"
     console.print(f"[bold]{name}[/bold] · {label} · {describe_device(device)} · {run.dtype_name} · {mode}")
