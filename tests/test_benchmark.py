@@ -8,7 +8,9 @@ from __future__ import annotations
 import csv
 import importlib
 import json
+import logging
 import struct
+import warnings
 
 import pytest
 import torch
@@ -21,7 +23,8 @@ from common.bench.kernels import kernel_counts
 from common.bench.measure import Settings
 from common.bench.rows import Row, add_speedups
 from common.bench.shapes import parse_shapes
-from common.bench.variants import Variant
+from common.bench.variants import INDUCTOR_AUTOTUNE_LOGGER, Variant
+from common.mlp import SimpleGeGLUMLP
 from common.traces import read_trace
 from common.traces.reader import CLOSE_TO_LINE, STARVED_SHARE
 
@@ -42,6 +45,7 @@ def smoke(tmp_path_factory):
 def test_smoke_run_times_the_cpu_variants_and_names_the_others(smoke):
     result, out = smoke
     assert result.returncode == 0, result.stderr
+    assert result.stderr == ""  # a successful run's stderr holds only our own lines: none, here
     payload = json.loads((out / "mlp_cpu_fp32.json").read_text())
     rows = {row["variant"]: row for row in payload["results"]}
     assert list(rows) == list(benchmark.VARIANTS)  # every variant has a row, run or not
@@ -81,6 +85,45 @@ def test_smoke_run_writes_a_png_plot(smoke):
     assert width >= 400 and height >= 300
     assert len(data) > 10_000  # axes, bars and labels, not an empty canvas
     assert not list(out.glob(".*")), "temporary files left behind"
+
+
+class Records(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+def test_building_max_autotune_quiets_what_inductor_prints_while_tuning(monkeypatch):
+    """Its AUTOTUNE tables, the choices it ignores for lack of GPU resources, the TypedStorage warning; no more."""
+    import torch._inductor.config as inductor_config
+
+    monkeypatch.setattr(inductor_config, "autotune_num_choices_displayed", 10)  # torch's default
+    logger = logging.getLogger(INDUCTOR_AUTOTUNE_LOGGER)
+    monkeypatch.setattr(logger, "filters", list(logger.filters))  # whatever the build adds goes with the test
+    records = Records()
+    logger.addHandler(records)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            benchmark.VARIANTS["max-autotune"].build(SimpleGeGLUMLP(8, 16))  # lazy: nothing compiles yet
+            warnings.warn("TypedStorage is deprecated. It will be removed in the future", UserWarning)
+            warnings.warn("a real warning", UserWarning)
+        template = "Runtime error during autotuning: \n%s. \nIgnoring this choice."
+        logger.error(template, "No valid triton configs. OutOfResources: out of resource: shared memory, "
+                     "Required: 262144, Hardware limit: 232448. Reducing block sizes or `num_stages` may help.")
+        logger.error(template, "an illegal memory access was encountered")
+        logger.error("Incorrect result from choice triton_mm_3")
+    finally:
+        logger.removeHandler(records)
+    assert inductor_config.autotune_num_choices_displayed == 0  # no AUTOTUNE tables, no PRESCREENING lines
+    assert records.messages == [
+        "Runtime error during autotuning: \nan illegal memory access was encountered. \nIgnoring this choice.",
+        "Incorrect result from choice triton_mm_3",
+    ]
+    assert [str(w.message) for w in caught] == ["a real warning"]
 
 
 def relu_instead_of_gelu(mlp):

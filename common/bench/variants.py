@@ -6,6 +6,8 @@ Every builder starts from the eager `SimpleGeGLUMLP`, so that all variants hold 
 from __future__ import annotations
 
 import argparse
+import logging
+import warnings
 from dataclasses import dataclass
 from typing import Callable
 
@@ -38,12 +40,64 @@ def needs_cuda_in_half(device: torch.device, dtype: torch.dtype) -> str | None:
     return None if dtype in (torch.bfloat16, torch.float16) else "runs in bf16 or fp16 only"
 
 
+class IgnoredChoiceFilter(logging.Filter):
+    """Drops Inductor's records of autotuning choices it skips because they do not fit the GPU.
+
+    max-autotune compiles every GEMM template in its list; on an H200 a few need more shared memory than the SM
+    has, and `torch._inductor.select_algorithm` logs each one it ignores as an ERROR ("Runtime error during
+    autotuning: No valid triton configs. OutOfResources: out of resource ... Ignoring this choice."), or an
+    OutOfResources exception as a WARNING. The winner comes from the choices that fit; every other record passes.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if type(record.msg).__name__ == "OutOfResources":
+            return False
+        try:
+            text = record.getMessage()
+        except Exception:  # noqa: BLE001 - a record we cannot format is not ours to judge
+            return True
+        return not ("Ignoring this choice" in text and ("OutOfResources" in text or "out of resource" in text))
+
+
+INDUCTOR_AUTOTUNE_LOGGER = "torch._inductor.select_algorithm"
+_ignored_choices = IgnoredChoiceFilter()
+
+
+def quiet_compiler(device: torch.device) -> None:
+    """Keep a successful run's stderr for our own lines: what Inductor prints while it compiles, and we report.
+
+    - the AUTOTUNE tables (each GEMM's candidate timings, written straight to stderr) and its "PRESCREENING
+      CANDIDATE TIMINGS": the choice shows in the kernel names and the time in our table;
+    - the choices it ignores because they do not fit the GPU (`IgnoredChoiceFilter`);
+    - "TypedStorage is deprecated", a UserWarning from code inside the compile stack, not from ours;
+    - on a CPU, the "No CUDA runtime is found" line a CUDA build of torch gives once per compile (the run's
+      first line says it runs on the CPU), as the lessons do.
+
+    Anything else Inductor logs or warns still reaches stderr.
+    """
+    import torch._inductor.config as inductor_config
+
+    if hasattr(inductor_config, "autotune_num_choices_displayed"):  # torch >= 2.3
+        inductor_config.autotune_num_choices_displayed = 0
+    logger = logging.getLogger(INDUCTOR_AUTOTUNE_LOGGER)
+    if _ignored_choices not in logger.filters:
+        logger.addFilter(_ignored_choices)
+    warnings.filterwarnings("ignore", message="TypedStorage is deprecated", category=UserWarning)
+    if device.type == "cpu":
+        logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+
+
 def build_compiled(mode: str | None) -> Callable[[torch.nn.Module], Forward]:
-    # dynamic=False: one static graph per shape, as a served model's fixed decode and prefill shapes get.
-    return lambda mlp: torch.compile(mlp, mode=mode, dynamic=False)
+    def build(mlp: torch.nn.Module) -> Forward:
+        quiet_compiler(mlp.gate_proj.weight.device)
+        # dynamic=False: one static graph per shape, as a served model's fixed decode and prefill shapes get.
+        return torch.compile(mlp, mode=mode, dynamic=False)
+
+    return build
 
 
 def build_cuda_graphed(mlp: torch.nn.Module) -> Forward:
+    quiet_compiler(mlp.gate_proj.weight.device)
     graphed = torch.compile(mlp, mode="reduce-overhead", dynamic=False)
 
     def forward(x):
