@@ -1,8 +1,20 @@
-"""FusedGeGLUMLP: the post's GeGLU MLP in two kernels instead of five (forward only, for inference).
+"""FusedGeGLUMLP: the post's GeGLU MLP in two kernels instead of five, and a backward without elementwise kernels.
 
     eager:  gate GEMM, up GEMM, gelu, mul, down GEMM               5 kernels, [tokens, hidden] to HBM and back twice
     fused:  geglu_gemm (gate/up GEMM + gelu * up epilogue), down    2 kernels, h written once
 
+Training (`GeGLUMLPFunction`): the forward also writes the pre-activations g and u (interleaved, [tokens,
+2 * hidden]) and saves them with x and h: three [tokens, hidden] tensors, as many as Liger's layer keeps and one
+fewer than eager's. The backward is four kernels:
+
+    geglu_gemm_backward  dh = dy @ W_down with the GeGLU derivative in its epilogue: dgate_up (interleaved)
+    cuBLAS               dW_down = dy.T @ h
+    cuBLAS               dW_gate_up = dgate_up.T @ x    (gate and up weight gradients: the even and odd rows)
+    cuBLAS               dx = dgate_up @ W_gate_up
+
+where eager runs six GEMMs, two multiplies, a gelu_backward and the add that sums the two input gradients.
+`recompute_h=True` keeps one [tokens, hidden] tensor less: the backward kernel then recomputes h from g and u
+and writes it, which on an H200 at the post's shape costs 45 us more (171 instead of 126 us).
 The down projection stays a cuBLAS GEMM (F.linear): a plain GEMM with nothing left to fuse around it.
 """
 
@@ -13,6 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from common.mlp.triton_ops.geglu import SUPPORTED_DTYPES, geglu_gemm, interleave_gate_up
+from common.mlp.triton_ops.geglu_backward import geglu_gemm_backward
 
 
 # torch.compile cannot trace the Triton launcher (host-side TMA descriptors, the per-shape tuning cache), so a
@@ -28,11 +41,48 @@ def _(x, w_gate_up):
     return x.new_empty((x.shape[0], w_gate_up.shape[0] // 2))
 
 
+class GeGLUMLPFunction(torch.autograd.Function):
+    """y = down(gelu_tanh(x @ W_gate.T) * (x @ W_up.T)) with the fused kernels, forward and backward.
+
+    Takes the three weights as autograd sees them (gate_proj, up_proj and down_proj's parameters, so that their
+    gradients land there) and the interleaved copy of gate and up the kernels read (not differentiated).
+    Saves x, the [M, 2N] pre-activations and h (or recomputes h: `recompute_h`); the weights it saves are the
+    module's own.
+    """
+
+    @staticmethod
+    def forward(ctx, x2d, w_gate, w_up, w_down, w_gate_up, recompute_h=False):
+        gate_up = x2d.new_empty((x2d.shape[0], w_gate_up.shape[0]))
+        h = geglu_gemm(x2d, w_gate_up, gate_up_out=gate_up)
+        ctx.recompute_h = recompute_h
+        ctx.save_for_backward(x2d, gate_up, w_down, w_gate_up, *(() if recompute_h else (h,)))
+        return F.linear(h, w_down)  # cuBLAS
+
+    @staticmethod
+    def backward(ctx, dy):
+        x2d, gate_up, w_down, w_gate_up, *kept_h = ctx.saved_tensors
+        need_x, need_gate, need_up, need_down, _, _ = ctx.needs_input_grad
+        dy = dy.contiguous()
+        dgate_up, h = geglu_gemm_backward(dy, w_down, gate_up, recompute_h=ctx.recompute_h)
+        if not ctx.recompute_h:
+            h = kept_h[0]
+        dx = dgate_up @ w_gate_up if need_x else None
+        dw_down = dy.t() @ h if need_down else None
+        dw_gate = dw_up = None
+        if need_gate or need_up:
+            # Rows 2j and 2j + 1 are gate row j and up row j: two strided views, which autograd copies into
+            # .grad with the parameters' layout (two small copies, [N, K] each).
+            dw_gate_up = (dgate_up.t() @ x2d).view(-1, 2, x2d.shape[1])
+            dw_gate, dw_up = dw_gate_up[:, 0], dw_gate_up[:, 1]
+        return dx, dw_gate, dw_up, dw_down, None, None
+
+
 class FusedGeGLUMLP(nn.Module):
     """down_proj(gelu_tanh(gate_proj(x)) * up_proj(x)), the first two GEMMs and the activation in one kernel.
 
-    Forward-only (inference): the Triton kernel has no backward, so the parameters are created frozen and a call
-    that would need gradients raises. Train SimpleGeGLUMLP and load its weights here.
+    Trains: when autograd needs gradients (of x or of the weights) the forward goes through `GeGLUMLPFunction`,
+    which keeps the pre-activations for the fused backward; under torch.no_grad() / inference_mode() it writes
+    nothing more than h, as an inference forward should.
 
     Same parameters as SimpleGeGLUMLP (gate_proj, up_proj, down_proj: nn.Linear without bias), so
     `load_state_dict` takes its state dict and `from_module` copies one. The kernel reads gate and up weights
@@ -45,15 +95,15 @@ class FusedGeGLUMLP(nn.Module):
     TypeError.
     """
 
-    def __init__(self, hidden_size: int, intermediate_size: int, device=None, dtype=None):
+    def __init__(self, hidden_size: int, intermediate_size: int, device=None, dtype=None, recompute_h: bool = False):
         super().__init__()
+        self.recompute_h = recompute_h  # training: recompute h in the backward instead of keeping it
         factory = {"device": device, "dtype": dtype}
         self.hidden_size = hidden_size
         self.intermediate_size = intermediate_size
         self.gate_proj = nn.Linear(hidden_size, intermediate_size, bias=False, **factory)
         self.up_proj = nn.Linear(hidden_size, intermediate_size, bias=False, **factory)
         self.down_proj = nn.Linear(intermediate_size, hidden_size, bias=False, **factory)
-        self.requires_grad_(False)
         self.register_buffer("gate_up_weight", torch.empty(0, **factory), persistent=False)
         self._gate_up_source = None  # what gate_up_weight was built from
         self.refresh_gate_up_weight()
@@ -83,7 +133,7 @@ class FusedGeGLUMLP(nn.Module):
         if x.dtype not in SUPPORTED_DTYPES:
             raise TypeError(f"FusedGeGLUMLP runs in bfloat16 or float16, got {x.dtype}")
         if torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in self.parameters())):
-            raise RuntimeError("FusedGeGLUMLP is forward-only: call it under torch.inference_mode() or torch.no_grad()")
+            return self._forward_for_backward(x)
         x2d = x.reshape(-1, x.shape[-1])
         if torch.compiler.is_compiling():
             h = geglu_gemm_op(x2d, self.gate_up_weight)
@@ -92,3 +142,11 @@ class FusedGeGLUMLP(nn.Module):
                 self.refresh_gate_up_weight()
             h = geglu_gemm(x2d, self.gate_up_weight)
         return F.linear(h, self.down_proj.weight).view(*x.shape[:-1], self.hidden_size)  # cuBLAS
+
+    @torch.compiler.disable  # the launchers are host code Dynamo cannot trace: a compiled caller runs this eagerly
+    def _forward_for_backward(self, x: torch.Tensor) -> torch.Tensor:
+        if self._gate_up_state() != self._gate_up_source:  # an optimizer step edited the weights in place
+            self.refresh_gate_up_weight()
+        y = GeGLUMLPFunction.apply(x.reshape(-1, x.shape[-1]), self.gate_proj.weight, self.up_proj.weight,
+                                   self.down_proj.weight, self.gate_up_weight, self.recompute_h)
+        return y.view(*x.shape[:-1], self.hidden_size)

@@ -35,6 +35,7 @@ import os
 import torch
 import triton
 import triton.language as tl
+from triton.runtime.errors import OutOfResources
 
 try:  # Triton >= 3.4: host-side tensor descriptors (TMA) for NVIDIA GPUs and the interpreter
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -79,6 +80,18 @@ def gelu_tanh_mul(gate, up, FAST_TANH: tl.constexpr):
 
 
 @triton.jit
+def stored(v, INTERPRETED_BF16: tl.constexpr):
+    """v (fp32) as it should reach a bfloat16/float16 store. A GPU rounds fp32 to bfloat16 to nearest even, the
+    interpreter truncates, which doubles the rounding error: under it, v is first rounded to the nearest
+    bfloat16 in fp32, so that the truncation is exact and the tests see what the GPU computes."""
+    if INTERPRETED_BF16:
+        bits = v.to(tl.uint32, bitcast=True)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+        return bits.to(tl.float32, bitcast=True)
+    return v
+
+
+@triton.jit
 def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
     """Grouped order: walk GROUP_M row-blocks down one column-block before moving right, so programs running at
     the same time read a few weight tiles and GROUP_M row-blocks of x, which stay in L2."""
@@ -96,11 +109,14 @@ def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 @triton.jit
 def _geglu_gemm_tma_kernel(
     x_desc, w_desc, h_desc,  # tensor descriptors: x [M, K], interleaved W_gate/W_up [2N, K], h [M, N]
+    gu_desc, gu_ptr,  # [M, 2N]: the pre-activations, interleaved as the weight is, kept for a backward (STORE_GATE_UP)
     M, N, K,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     FLATTEN: tl.constexpr,  # one software pipeline over all (tile, k) steps: next tile's loads overlap this epilogue
+    STORE_GATE_UP: tl.constexpr,
+    GATE_UP_TMA: tl.constexpr,  # store them through TMA (shared-memory staging) or straight from registers
     FAST_TANH: tl.constexpr,
-    DOT_IN_FP32: tl.constexpr,  # only under the interpreter, which has no bfloat16 arithmetic
+    INTERPRETED_BF16: tl.constexpr,  # the interpreter has no bfloat16 arithmetic and truncates to bfloat16
 ):
     start_pid = tl.program_id(axis=0)
     num_programs = tl.num_programs(axis=0)
@@ -118,15 +134,24 @@ def _geglu_gemm_tma_kernel(
         for ki in range(k_tiles):
             x = x_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
             w = w_desc.load([pid_n * 2 * BLOCK_N, ki * BLOCK_K])  # gate and up rows of the same columns
-            if DOT_IN_FP32:
+            if INTERPRETED_BF16:
                 x, w = x.to(tl.float32), w.to(tl.float32)
             acc = tl.dot(x, w.T, acc)
 
         tile_id_c += num_programs
         pid_m, pid_n = _tile_coords(tile_id_c, num_pid_m, num_pid_n, GROUP_M)
+        if STORE_GATE_UP:  # rounded as eager's GEMMs round g and u; the backward reads them back
+            if GATE_UP_TMA:
+                gu_desc.store([pid_m * BLOCK_M, pid_n * 2 * BLOCK_N], stored(acc, INTERPRETED_BF16).to(gu_desc.dtype))
+            else:
+                offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+                offs_gu = pid_n * 2 * BLOCK_N + tl.arange(0, 2 * BLOCK_N)
+                tl.store(gu_ptr + offs_m[:, None] * 2 * N + offs_gu[None, :],
+                         stored(acc, INTERPRETED_BF16).to(gu_ptr.dtype.element_ty),
+                         mask=(offs_m[:, None] < M) & (offs_gu[None, :] < 2 * N))
         gate, up = tl.split(tl.reshape(acc, (BLOCK_M, BLOCK_N, 2)))
         h = gelu_tanh_mul(gate, up, FAST_TANH)
-        h_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], h.to(h_desc.dtype))
+        h_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], stored(h, INTERPRETED_BF16).to(h_desc.dtype))
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -135,11 +160,13 @@ def _geglu_gemm_tma_kernel(
 @triton.jit
 def _geglu_gemm_kernel(
     x_ptr, w_ptr, h_ptr,  # x [M, K], interleaved W_gate/W_up [2N, K], h [M, N]
+    gu_ptr,  # [M, 2N], contiguous: the pre-activations, interleaved, kept for a backward (STORE_GATE_UP)
     M, N, K,
     stride_xm, stride_xk, stride_wn, stride_wk, stride_hm, stride_hn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    STORE_GATE_UP: tl.constexpr,
     FAST_TANH: tl.constexpr,
-    DOT_IN_FP32: tl.constexpr,  # only under the interpreter, which has no bfloat16 arithmetic
+    INTERPRETED_BF16: tl.constexpr,  # the interpreter has no bfloat16 arithmetic and truncates to bfloat16
 ):
     pid_m, pid_n = _tile_coords(tl.program_id(axis=0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -155,14 +182,17 @@ def _geglu_gemm_kernel(
         mask_k = offs_k < K - ki * BLOCK_K  # the last K tile may be partial: zeros add nothing to the dot
         x = tl.load(x_ptrs, mask=mask_m[:, None] & mask_k[None, :], other=0.0)
         w = tl.load(w_ptrs, mask=mask_k[:, None] & mask_w[None, :], other=0.0)
-        if DOT_IN_FP32:
+        if INTERPRETED_BF16:
             x, w = x.to(tl.float32), w.to(tl.float32)
         acc = tl.dot(x, w, acc)
         x_ptrs += BLOCK_K * stride_xk
         w_ptrs += BLOCK_K * stride_wk
 
+    if STORE_GATE_UP:
+        gu_ptrs = gu_ptr + offs_m[:, None] * 2 * N + offs_w[None, :]
+        tl.store(gu_ptrs, stored(acc, INTERPRETED_BF16).to(gu_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_w[None, :])
     gate, up = tl.split(tl.reshape(acc, (BLOCK_M, BLOCK_N, 2)))
-    h = gelu_tanh_mul(gate, up, FAST_TANH).to(h_ptr.dtype.element_ty)
+    h = stored(gelu_tanh_mul(gate, up, FAST_TANH), INTERPRETED_BF16).to(h_ptr.dtype.element_ty)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     h_ptrs = h_ptr + offs_m[:, None] * stride_hm + offs_n[None, :] * stride_hn
     tl.store(h_ptrs, h, mask=mask_m[:, None] & (offs_n[None, :] < N))
@@ -186,6 +216,15 @@ TMA_CONFIGS = [
     _config(128, 128, 64, 3, 8, FLATTEN=False),
     _config(64, 64, 128, 4, 4, FLATTEN=True),
 ]
+# Storing the pre-activations too (training): a TMA store needs a [BLOCK_M, 2 * BLOCK_N] staging buffer, which
+# with 128 x (2 x 128) tiles no longer fits next to three pipeline stages, so those store from registers. On an
+# H200 at the post's shape: 136-143 us (119-121 without the store), 128 x (2 x 64) tiles through TMA 156-159 us.
+TMA_CONFIGS_STORING_GATE_UP = [
+    _config(128, 128, 64, 3, 8, FLATTEN=True, GATE_UP_TMA=False),
+    _config(128, 128, 64, 3, 8, FLATTEN=False, GATE_UP_TMA=False),
+    _config(128, 64, 64, 4, 8, FLATTEN=True, GATE_UP_TMA=True),
+    _config(128, 64, 64, 4, 8, FLATTEN=False, GATE_UP_TMA=True),
+]
 # Up to SMALL_M tokens (decode) the GEMM streams the weights: narrow tiles for many programs, and the pointer
 # kernel, whose launch costs less host time than building TMA descriptors.
 SMALL_M = 64
@@ -202,7 +241,7 @@ POINTER_CONFIGS = [  # more tokens, without TMA (odd sizes, strided inputs, GPUs
 INTERPRETING = os.environ.get("TRITON_INTERPRET", "0") == "1"
 # Under the interpreter there is nothing to time: small tiles that still give several K steps, several tiles
 # per persistent program and partial tiles at every edge.
-_INTERPRETER_TMA_CONFIG = _config(16, 16, 16, 1, 4, group_m=2, FLATTEN=True)
+_INTERPRETER_TMA_CONFIG = _config(16, 16, 16, 1, 4, group_m=2, FLATTEN=True, GATE_UP_TMA=True)
 _INTERPRETER_POINTER_CONFIG = _config(16, 16, 16, 1, 4, group_m=2)
 _INTERPRETER_PROGRAMS = 2
 
@@ -232,7 +271,7 @@ def _keep_ready(key: tuple, compiled, grid: tuple, args: dict, out_shape: tuple)
     except (TypeError, AttributeError):  # pragma: no cover - a Triton whose compiled kernels launch otherwise
         return
     arg_names = _geglu_gemm_kernel.arg_names
-    tail = tuple(args[name] for name in arg_names[3:])  # all but x, w_gate_up, h: fixed for this key
+    tail = tuple(args[name] for name in arg_names[3:])  # all but x, w_gate_up, h: fixed for this key (gu_ptr: None)
     _ready_launches[key] = (runner, tail, out_shape)
 
 
@@ -273,13 +312,21 @@ def uses_tma(x: torch.Tensor, w_gate_up: torch.Tensor, out: torch.Tensor | None 
     return (n * x.element_size()) % 16 == 0 and _tma_compatible(x, w_gate_up)
 
 
+def _time_candidate(launch, c) -> float:
+    try:
+        return triton.testing.do_bench(lambda: launch(c), warmup=5, rep=20, return_mode="median")
+    except OutOfResources:  # a tile whose buffers do not fit this GPU's shared memory or registers
+        return float("inf")
+
+
 def _tune(key, candidates, launch):
     """Time each candidate (CUDA events, median) on the first call with `key`; remember the fastest."""
     if len(candidates) == 1:
         config = candidates[0]
     else:
-        times = [triton.testing.do_bench(lambda c=c: launch(c), warmup=5, rep=20, return_mode="median")
-                 for c in candidates]
+        times = [_time_candidate(launch, c) for c in candidates]
+        if min(times) == float("inf"):
+            raise RuntimeError(f"no launch configuration of this kernel fits this GPU (shape key {key})")
         config = candidates[times.index(min(times))]
     _best_config[key] = config
     return config
@@ -290,10 +337,11 @@ def geglu_gemm(
     w_gate_up: torch.Tensor,
     *,
     out: torch.Tensor | None = None,
+    gate_up_out: torch.Tensor | None = None,
     config: triton.Config | None = None,
     use_tma: bool | None = None,
 ) -> torch.Tensor:
-    """h = gelu_tanh(x @ W_gate.T) * (x @ W_up.T) in one kernel; forward only (no autograd).
+    """h = gelu_tanh(x @ W_gate.T) * (x @ W_up.T) in one kernel (no autograd: `geglu_mlp_train` trains it).
 
     x: [M, K]; w_gate_up: [2N, K] from `interleave_gate_up(W_gate, W_up)`; both bfloat16 or both float16, on a
     CUDA GPU (or on the CPU under TRITON_INTERPRET=1). Returns h: [M, N] in x's dtype (written into `out` when
@@ -301,8 +349,10 @@ def geglu_gemm(
 
     use_tma: None follows `uses_tma`; True/False forces a kernel. config: pin a launch configuration (tuning
     scripts, tests); None takes the fastest candidate for this shape, timed on the shape's first call.
+    gate_up_out: a contiguous [M, 2N] tensor that also receives the pre-activations x @ W_gate_up.T, interleaved
+    (column 2j the gate, 2j + 1 the up projection of column j), what a backward needs (`geglu_gemm_backward`).
     """
-    if out is None and config is None and use_tma is None and x.ndim == 2 and x.shape[0] <= SMALL_M:
+    if out is None and gate_up_out is None and config is None and use_tma is None and x.ndim == 2 and x.shape[0] <= SMALL_M:
         ready_key = _ready_key(x, w_gate_up)
         ready = _ready_launches.get(ready_key)
         if ready is not None:  # checked and tuned when the key was stored
@@ -324,17 +374,24 @@ def geglu_gemm(
         raise ValueError(f"out must be [{M}, {N}] in {x.dtype}, got {tuple(out.shape)} in {out.dtype}")
     else:
         h = out
+    if gate_up_out is not None and (gate_up_out.shape != (M, 2 * N) or gate_up_out.dtype != x.dtype
+                                    or not gate_up_out.is_contiguous()):
+        raise ValueError(f"gate_up_out must be a contiguous [{M}, {2 * N}] tensor in {x.dtype}, got "
+                         f"{tuple(gate_up_out.shape)} in {gate_up_out.dtype}")
     if M == 0 or N == 0:
         return h
     if K == 0:  # empty sums: gelu(0) * 0
+        if gate_up_out is not None:
+            gate_up_out.zero_()
         return h.zero_()
     if use_tma is None:
-        use_tma = uses_tma(x, w_gate_up, out)
+        use_tma = uses_tma(x, w_gate_up, out) and (gate_up_out is None or _tma_compatible(gate_up_out))
+    store_gate_up = gate_up_out is not None
     # The interpreter has no PTX (so no tanh.approx) and stores bfloat16 as raw integers, which its tl.dot would
     # multiply as integers: it gets the portable tanh and fp32 dot operands.
     fast_tanh = not INTERPRETING
-    dot_in_fp32 = INTERPRETING and x.dtype == torch.bfloat16
-    key = (use_tma, min(triton.next_power_of_2(M), 8192), N, K, x.dtype, x.get_device())
+    interpreted_bf16 = INTERPRETING and x.dtype == torch.bfloat16
+    key = (use_tma, store_gate_up, min(triton.next_power_of_2(M), 8192), N, K, x.dtype, x.get_device())
 
     if use_tma:
         num_programs_max = _INTERPRETER_PROGRAMS if INTERPRETING else _num_sms(x.get_device())
@@ -346,22 +403,25 @@ def geglu_gemm(
                 TensorDescriptor.from_tensor(x, [bm, bk]),
                 TensorDescriptor.from_tensor(w_gate_up, [2 * bn, bk]),
                 TensorDescriptor.from_tensor(h, [bm, bn]),
-                M, N, K, **c.kwargs, FAST_TANH=fast_tanh, DOT_IN_FP32=dot_in_fp32,
+                TensorDescriptor.from_tensor(gate_up_out, [bm, 2 * bn]) if store_gate_up else None, gate_up_out,
+                M, N, K, **{"GATE_UP_TMA": True, **c.kwargs}, STORE_GATE_UP=store_gate_up, FAST_TANH=fast_tanh, INTERPRETED_BF16=interpreted_bf16,
                 num_warps=c.num_warps, num_stages=c.num_stages,
             )
 
         def candidates():
-            return [_INTERPRETER_TMA_CONFIG] if INTERPRETING else TMA_CONFIGS
+            if INTERPRETING:
+                return [_INTERPRETER_TMA_CONFIG]
+            return TMA_CONFIGS_STORING_GATE_UP if store_gate_up else TMA_CONFIGS
 
     else:
 
         def launch(c):
             grid = (triton.cdiv(M, c.kwargs["BLOCK_M"]) * triton.cdiv(N, c.kwargs["BLOCK_N"]),)
             args = dict(
-                x_ptr=x, w_ptr=w_gate_up, h_ptr=h, M=M, N=N, K=K,
+                x_ptr=x, w_ptr=w_gate_up, h_ptr=h, gu_ptr=gate_up_out, M=M, N=N, K=K,
                 stride_xm=x.stride(0), stride_xk=x.stride(1), stride_wn=w_gate_up.stride(0),
                 stride_wk=w_gate_up.stride(1), stride_hm=h.stride(0), stride_hn=h.stride(1),
-                **c.kwargs, FAST_TANH=fast_tanh, DOT_IN_FP32=dot_in_fp32,
+                **c.kwargs, STORE_GATE_UP=store_gate_up, FAST_TANH=fast_tanh, INTERPRETED_BF16=interpreted_bf16,
             )
             compiled = _geglu_gemm_kernel[grid](**args, num_warps=c.num_warps, num_stages=c.num_stages)
             if ready_key is not None and not INTERPRETING and c is _best_config.get(key):
