@@ -18,8 +18,9 @@ aten::mul: on the CPU side the fused kernel is a Triton launch, not an ATen op. 
     uv run 04_fused_mlp.py --compile                      # same two kernels: the Triton op is opaque to Inductor
     TRITON_INTERPRET=1 uv run 04_fused_mlp.py --batch 2 --seq 4 --dim 64 --hidden 128   # no GPU
 
-The module is forward-only (inference) and runs in bf16 or fp16. Its first call per shape compiles the kernel
-and times a few launch configurations, outside the profiled steps.
+This lesson profiles the inference forward (under torch.no_grad(): nothing kept for a backward); the module
+also trains, which `05_train_mlp.py --variant fused` profiles. It runs in bf16 or fp16. Its first call per shape
+compiles the kernel and times a few launch configurations, outside the profiled steps.
 """
 
 from common.errors import UsageError, exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
