@@ -2,6 +2,7 @@
 
     parser(...)       the flags: the lesson's sizes with the post's defaults, --compile, --dtype, --device, --trace_dir
     setup(...)        device and dtype, the trace's file name, a folder proved writable; one line of what runs
+    check_training(...), check_saved(...)   a training step's output, gradients and saved tensors, before profiling
     announce(...)     the guesses, before anything is profiled
     save(...)         the Chrome trace (whole or not at all, no local path in it) and the op table beside it
     check(...)        each guess against the trace: ✓, or ✗ with the reason when the hardware explains it
@@ -9,14 +10,15 @@
 
 The recipe itself (the module, `step()` under `record_function`, `torch.profiler.profile(...)` with the posts'
 schedule, the five `prof.step()`s) stays in the lesson, where the reader sees it. This package imports torch,
-rich, `common.traces` (the checks), `common.mlp.accuracy` (the output check) and the standard modules
-(`common.cli`, `errors`, `files`); it never imports a lesson.
+rich, `common.traces` (the checks), `common.mlp.accuracy` (the output and gradient checks) and the standard
+modules (`common.cli`, `errors`, `files`); it never imports a lesson.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import shutil
 import sys
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import torch
+from rich.markup import escape
 from rich.table import Table
 from torch.profiler import ProfilerActivity, profile
 
@@ -32,10 +35,10 @@ from common.cli import DTYPE_NAMES, ArgumentParser, add_common_flags, positive_i
 from common.console import Console
 from common.errors import UsageError
 from common.files import twin_trace, writable_dir, writable_file, write_atomically
-from common.lesson.device import describe_device, dtype_name, pick_device, pick_dtype, require_fit
+from common.lesson.device import _bytes, describe_device, dtype_name, pick_device, pick_dtype, require_fit
 from common.lesson.profiling import ACTIVE, STEPS, WAIT, WARMUP, export_trace, synchronize  # noqa: F401 (lessons call lesson.synchronize)
+from common.mlp.accuracy import check_backward, fp32_reference
 from common.mlp.accuracy import check_output as check_output_against
-from common.mlp.accuracy import fp32_reference
 from common.traces.expect import Expectation, check_trace
 from common.traces.expect import announce as print_expectations
 
@@ -211,6 +214,65 @@ def check_output(name: str, module, reference, x) -> bool:
         soft_wrap=True,
     )
     return ours.ok
+
+
+def check_training(name: str, module, reference, x, dy) -> bool:
+    """Before profiling a training step: do `module`'s output and gradients match the post's module's? One line
+    (the worst error among them, then each); the lesson exits 1 if not.
+
+    The project's one rule (common.mlp.accuracy.check_backward), on the output, the input's gradient and each
+    weight's gradient, all from one backward of `dy`; the post's module in the run's dtype is printed beside it.
+    """
+    ours, eager = check_backward(module, reference, x, dy), check_backward(reference, reference, x, dy)
+    ok = all(a.ok for a in ours.values())
+    errors = " · ".join(f"{_grad_name(key)} {_error(a.error)}" for key, a in ours.items())
+    tolerance = next(iter(ours.values())).tolerance
+    console.print(
+        f"output and gradient check against fp32: {name} worst {_error(max(a.error for a in ours.values()))} "
+        f"(tolerance {tolerance:g}; {errors}); {type(reference).__name__} ({dtype_name(x.dtype)}) worst "
+        f"{_error(max(a.error for a in eager.values()))} {'[green]✓[/green]' if ok else '[red]✗[/red]'}",
+        soft_wrap=True,
+    )
+    for key, a in ours.items():
+        if not a.ok:
+            console.print(f"  {_grad_name(key)}: {a.describe()}", soft_wrap=True, markup=False)
+    return ok
+
+
+def _grad_name(key: str) -> str:
+    return key if key == "output" else f"d{key}" if key == "x" else f"d {key}"
+
+
+def _error(value: float) -> str:
+    return f"{value:.1e}" if math.isfinite(value) else "inf"
+
+
+def check_saved(name: str, saved, expected: str, why: str, allocated: int | None = None) -> bool:
+    """What a forward keeps for its backward (common.mlp.saved.SavedForBackward), against what the module's code
+    says it keeps: ✓ or ✗ in the style of the trace's checks, then what was counted. Returns whether it matched.
+
+    expected: `saved.describe()`'s form, `x [8192, 768] + 4 × [8192, 3072]`; why: which tensors those are.
+    allocated: on a GPU, what the caching allocator gained over the forward, its output left out; it should be
+    the saved tensors other than x (which existed before), give or take the allocator's rounding.
+    """
+    seen = saved.describe()
+    ok = seen == expected
+    console.print("\n[bold]What the forward keeps for the backward[/bold] (saved-tensor hooks; weights left out)")
+    console.print(f"  {'[green]✓[/green]' if ok else '[red]✗[/red]'} {escape(name)}: {escape(expected)} ({escape(why)})", soft_wrap=True)
+    console.print(f"      saved: {escape(seen)} = {_bytes(saved.activation_bytes)}", soft_wrap=True)
+    if allocated is not None:
+        besides_x = sum(t.nbytes for t in saved.of_kind("activation"))
+        console.print(
+            f"      allocator: {_bytes(allocated)} more allocated after the forward, its output left out "
+            f"(torch.cuda.memory_allocated); the saved tensors besides x: {_bytes(besides_x)}",
+            soft_wrap=True,
+        )
+    return ok
+
+
+def memory_allocated(device: torch.device) -> int | None:
+    """The caching allocator's bytes in use on a GPU (torch.cuda.memory_allocated); None on a CPU."""
+    return torch.cuda.memory_allocated(device) if device.type == "cuda" else None
 
 
 def trace_of(run: Run, script: str, tag: Sequence[Any], *, compiled: bool) -> Path:

@@ -55,3 +55,40 @@ def check_output(got: torch.Tensor, want: torch.Tensor, dtype: torch.dtype) -> A
         return Accuracy(math.inf, tolerance, "NaN or inf in the output")
     error = relative_error(got, want)
     return Accuracy(error, tolerance, None if error <= tolerance else f"over the {dtype} tolerance")
+
+
+def check_backward(module: torch.nn.Module, reference: torch.nn.Module, x: torch.Tensor, dy: torch.Tensor
+                   ) -> dict[str, Accuracy]:
+    """The same rule for a training step: `module`'s output and gradients against `reference` run in fp32.
+
+    Both take the same input `x` and the same gradient `dy` from above; `module` holds the reference's weights
+    under the same names (a torch.compile wrapper's `_orig_mod.` is dropped). Returns, judged as `check_output`
+    judges an output (relative L2 error against fp32, the tolerance of x's dtype): "output", "x" (the input's
+    gradient, what earlier layers would receive) and each weight of the reference by name ("gate_proj.weight",
+    ...). The modules' own `.grad` fields are left as they were found.
+    """
+    got = _output_and_gradients(module, x, dy)
+    want = _output_and_gradients(copy.deepcopy(reference).float(), x.float(), dy.float())
+    tolerance = TOLERANCES[x.dtype]
+    return {
+        name: check_output(got[name], grad, x.dtype) if got.get(name) is not None
+        else Accuracy(math.inf, tolerance, "no gradient reached it")
+        for name, grad in want.items()
+    }
+
+
+def _output_and_gradients(module: torch.nn.Module, x: torch.Tensor, dy: torch.Tensor) -> dict[str, torch.Tensor | None]:
+    """{"output": module(x), "x": its gradient, name: each parameter's} after one backward of `dy`."""
+    params = {name.replace("_orig_mod.", ""): p for name, p in module.named_parameters()}
+    kept = {name: p.grad for name, p in params.items()}
+    x = x.detach().requires_grad_()
+    try:
+        for p in params.values():
+            p.grad = None
+        with torch.enable_grad():
+            out = module(x)
+            out.backward(dy)
+        return {"output": out.detach(), "x": x.grad, **{name: p.grad for name, p in params.items()}}
+    finally:
+        for name, p in params.items():
+            p.grad = kept[name]

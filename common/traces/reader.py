@@ -237,6 +237,48 @@ class Step:
     def launch_counts(self) -> Counter:
         return Counter(call.name for call in self.runtime)
 
+    def phase(self, label: str) -> Phase | None:
+        """What ran while this step's first `label` box was open, on every thread (see Phase); None without one."""
+        box = min((op for op in self.ops if op.is_label and op.name == label), key=lambda op: op.ts, default=None)
+        if box is None:
+            return None
+        end = box.ts + box.dur
+        ops = [op for op in self.ops if op is not box and box.ts <= op.ts <= end]
+        gpu = [w for w in self.gpu if box.ts <= (w.launch_ts if w.launch is not None else w.ts) <= end]
+        return Phase(label, box.ts, box.dur, (box.pid, box.tid), ops, gpu)
+
+
+@dataclass
+class Phase:
+    """One labelled part of a step (a training step's `mlp_fwd`, `mlp_bwd`, `optimizer_step`), taken by time.
+
+    On a GPU, autograd runs the backward on its own thread (one per device): the backward's ops and the runtime
+    calls that launch its kernels sit under `autograd::engine::evaluate_function: ...` on that thread, not under
+    the label the main thread opened around `loss.backward()`, so their paths do not name it. `backward()`
+    returns only once that thread has issued everything, so the label's box spans it all in time: a phase holds
+    the ops of every thread that start inside the box, and the GPU work whose launch call does (the GPU may run
+    it later). On a CPU the backward runs on the calling thread, inside the label, and the same rule holds.
+    """
+
+    label: str
+    ts: float
+    dur: float
+    thread: tuple  # (pid, tid) of the label's box: the thread that opened it
+    ops: list[CpuOp] = field(default_factory=list)
+    gpu: list[GpuWork] = field(default_factory=list)
+
+    @property
+    def end(self) -> float:
+        return self.ts + self.dur
+
+    @property
+    def kernels(self) -> list[GpuWork]:
+        return [w for w in self.gpu if w.kind == "kernel"]
+
+    @property
+    def gemms(self) -> list[GpuWork]:
+        return [w for w in self.gpu if w.is_gemm]
+
 
 @dataclass
 class KernelStat:
