@@ -6,6 +6,7 @@ faster end to end, at my shape, on my GPU, and how far from what the hardware al
     uv run benchmark_mlp.py                                    # every variant, the three default shapes
     uv run benchmark_mlp.py --shapes decode,8x1:4096:11008     # presets or BATCHxSEQ:DIM:HIDDEN
     uv run benchmark_mlp.py --variants eager,compile,reduce-overhead --dtype fp16
+    uv run benchmark_mlp.py --train                            # forward + backward: a training step's MLP
 
 The variants (all compute the post's `SimpleGeGLUMLP` forward with the same weights):
 
@@ -30,6 +31,11 @@ shape and variant, in this order (`measure()` in common/bench/measure.py follows
 Then a table per shape, a few sentences on who sets the pace (the CPU or the GPU, by trace-report's verdict rule),
 and the files: a JSON and a CSV of every number, and a PNG of the speedups, in `--out` (default bench_results/).
 
+With --train, each call is a training step's work instead (common/bench/training.py): gradients set to None, the
+forward on an x that requires grad, y.backward(dy) with a fixed dy. Per variant: the first call, the peak memory of
+one call, the check of the output and of every gradient against fp32, the time per call with the same timers, and
+what the forward saves for the backward. reduce-overhead is forward only here and says so.
+
 Without a GPU, eager and compile run at small shapes with a CPU timer; the others are named with the reason.
 How each number is taken lives in common/bench/ (timers, rows, words, files); this file is the run itself.
 """
@@ -51,8 +57,9 @@ from common.bench.output import console
 from common.bench.pace import pace_story
 from common.bench.rows import Row, add_speedups
 from common.bench.shapes import Shape, parse_shapes
-from common.bench.table import shape_table
+from common.bench.table import shape_table, train_table
 from common.bench.timing import measure_ceilings
+from common.bench.training import measure_training
 from common.bench.variants import (
     Variant,
     build_compiled,
@@ -94,7 +101,8 @@ VARIANTS: dict[str, Variant] = {
                             unavailable=needs_cuda("it autotunes Triton GPU GEMM templates"), per_call=COMPILED_CALL),
     "reduce-overhead": Variant("reduce-overhead", build=build_cuda_graphed, compiles=True,
                                unavailable=needs_cuda("CUDA graphs"),
-                               per_call="guards, then one CUDA graph launch for every kernel"),
+                               per_call="guards, then one CUDA graph launch for every kernel",
+                               inference_only="forward only here (training through CUDA graphs is not measured)"),
     "liger": Variant("liger", build=build_liger, unavailable=needs_cuda("Liger's GeGLU is a Triton GPU kernel"),
                      per_call="a Python autograd.Function and Triton's launcher"),
     "fused": Variant("fused", build=build_fused, unavailable=needs_cuda_in_half,
@@ -125,6 +133,9 @@ def build_parser() -> ArgumentParser:
                         help="warm-up before each timing, in ms (default: 25)")
     parser.add_argument("--rep_ms", type=positive_int, default=100,
                         help="time spent timing each variant at each shape, in ms (default: 100)")
+    parser.add_argument("--train", action="store_true",
+                        help="time a training call instead of a forward: gradients set to None, forward, "
+                        "y.backward(dy); check the gradients too; report peak memory and what the backward keeps")
     return parser
 
 
@@ -139,16 +150,18 @@ def run(argv: list[str] | None) -> list[Row]:
     shapes = args.shapes or [PRESETS[name] for name in DEFAULT_SHAPES[device.type]]
     names = args.variants or list(VARIANTS)
     out = writable_dir(Path(args.out), "results")
-    stem = f"mlp_{device.type}_{dtype_name(dtype)}"
-    settings = Settings(device, dtype, args.warmup_ms, args.rep_ms)
+    train = args.train
+    stem = f"mlp_{'train_' if train else ''}{device.type}_{dtype_name(dtype)}"
+    settings = Settings(device, dtype, args.warmup_ms, args.rep_ms, train=train)
     on_gpu = device.type == "cuda"
-    for shape in shapes:  # before minutes of measuring: each shape's eager forward, a variant's and the fp32 check
-        elements = forward_elements(shape.batch, shape.seq, shape.dim, shape.hidden)
+    for shape in shapes:  # before minutes of measuring: each shape's eager run, a variant's and the fp32 check
+        elements = shape.train_elements if train else forward_elements(shape.batch, shape.seq, shape.dim, shape.hidden)
         require_fit(device, elements * (2 * dtype.itemsize + 4), f"the {shape.name} shape's modules and tensors")
 
     console.print(f"[bold]benchmark_mlp[/bold] · {describe_device(device)} · {dtype_name(dtype)} · "
-                  f"{len(names)} variants × {len(shapes)} shapes")
-    console.print(prose.legend(on_gpu, dtype_name(dtype), TOLERANCES[dtype]))
+                  f"{'forward + backward · ' if train else ''}{len(names)} variants × {len(shapes)} shapes")
+    legend = prose.train_legend if train else prose.legend
+    console.print(legend(on_gpu, dtype_name(dtype), TOLERANCES[dtype]))
 
     rows: list[Row] = []
     meta = output.run_metadata(settings, dtype_name(dtype), shapes, names, sys.argv[1:] if argv is None else argv)
@@ -156,6 +169,10 @@ def run(argv: list[str] | None) -> list[Row]:
                         TimeElapsedColumn(), console=console)
     with progress:
         task = progress.add_task("measuring the ceilings", total=1 + len(shapes) * len(names))
+
+        def status(text: str) -> None:
+            progress.update(task, description=text)
+
         # The ceilings, in this run: what fraction of the hardware a variant reaches is a fraction of these.
         settings.ceilings = c = measure_ceilings(device, dtype, args.warmup_ms, args.rep_ms)
         meta["ceilings"] = asdict(c)
@@ -166,21 +183,25 @@ def run(argv: list[str] | None) -> list[Row]:
         progress.advance(task)
         for shape in shapes:
             torch.manual_seed(0)
-            mlp = SimpleGeGLUMLP(shape.dim, shape.hidden).to(device, dtype).requires_grad_(False)
-            # Correct first: every variant's output on x is judged against this same MLP in fp32.
+            mlp = SimpleGeGLUMLP(shape.dim, shape.hidden).to(device, dtype).requires_grad_(train)
+            # Correct first: every variant's output on x is judged against this same MLP in fp32 (in training
+            # mode its gradients too, backward from the same dy: the upstream gradient of every timed call).
             generator = torch.Generator(device="cpu").manual_seed(1234)  # fresh values, not the timed inputs
             x = torch.randn(shape.batch, shape.seq, shape.dim, generator=generator).to(device, dtype)
-            want = fp32_reference(mlp, x)
+            dy = torch.randn(shape.batch, shape.seq, shape.dim, generator=generator).to(device, dtype)
+            want = None if train else fp32_reference(mlp, x)  # training mode runs its fp32 reference per variant
             shape_rows = []
             for name in names:
-                row = measure(VARIANTS[name], shape, mlp, settings, x=x, want=want,
-                              status=lambda text: progress.update(task, description=text))
+                if train:
+                    row = measure_training(VARIANTS[name], shape, mlp, settings, x=x, dy=dy, status=status)
+                else:
+                    row = measure(VARIANTS[name], shape, mlp, settings, x=x, want=want, status=status)
                 shape_rows.append(row)
                 progress.console.print(prose.log_line(row), soft_wrap=True)
                 progress.advance(task)
             add_speedups(shape_rows)
             rows += shape_rows
-            del mlp, x, want
+            del mlp, x, dy, want
             # Written after every shape, so that an interrupted run keeps what it measured.
             output.write_results([asdict(r) for r in rows], meta, out / f"{stem}.json", out / f"{stem}.csv")
         progress.update(task, description="done")
@@ -189,15 +210,16 @@ def run(argv: list[str] | None) -> list[Row]:
     for shape in shapes:
         at_shape = [r for r in rows if r.shape == shape.name]
         console.print()
-        console.print(shape_table(shape, at_shape, settings))
+        console.print((train_table if train else shape_table)(shape, at_shape, settings))
         for line in prose.under_table(at_shape):
             console.print(line, soft_wrap=True)
     console.print()
     for line in prose.skipped(rows):
         console.print(line)
-    if not on_gpu:
+    # Who sets the pace is read from forwards issued in a loop, which training mode does not time.
+    if not train and not on_gpu:
         console.print(prose.NO_PACE_ON_CPU)
-    else:
+    elif not train:
         console.print("\n[bold]Who sets the pace[/bold] (CPU µs to issue a forward against GPU µs busy running it)")
         per_call = {name: variant.per_call for name, variant in VARIANTS.items()}
         for shape in shapes:
@@ -207,11 +229,17 @@ def run(argv: list[str] | None) -> list[Row]:
     # The plot: speedup against eager, by shape and variant.
     png = out / f"{stem}.png"
     plot_variants = [n for n in names if any(r.variant == n and r.speedup is not None for r in rows)]
-    panels = [("speedup", "GPU time per forward (L2 flushed)"), ("loop_speedup", "forwards back to back (CPU included)")]
+    if train:
+        panels = [("speedup", "GPU time per forward + backward (L2 flushed)" if on_gpu else
+                   "time per forward + backward (CPU)")]
+    elif on_gpu:
+        panels = [("speedup", "GPU time per forward (L2 flushed)"), ("loop_speedup", "forwards back to back (CPU included)")]
+    else:
+        panels = [("speedup", "time per forward (CPU)")]
     output.plot_speedups(
-        [asdict(r) for r in rows], [s.name for s in shapes], plot_variants or ["eager"],
-        panels if on_gpu else [("speedup", "time per forward (CPU)")],
-        f"GeGLU MLP forward, speedup vs eager · {meta['device']} · {dtype_name(dtype)}", png,
+        [asdict(r) for r in rows], [s.name for s in shapes], plot_variants or ["eager"], panels,
+        f"GeGLU MLP {'forward + backward' if train else 'forward'}, speedup vs eager · {meta['device']} · "
+        f"{dtype_name(dtype)}", png,
     )
     console.print(f"\nresults: [bold]{out / stem}.json[/bold], {out / stem}.csv, plot: {png}")
     return rows

@@ -156,6 +156,94 @@ def test_a_wrong_variant_is_reported_and_not_timed(monkeypatch, tmp_path, capsys
     assert "WRONG" in printed and "relu WRONG" in printed and "broken failed" in printed
 
 
+def test_training_mode_times_forward_and_backward_and_counts_what_the_backward_keeps(tmp_path):
+    """--train on the CPU without a compile: eager trains, the variants that need a GPU or only infer say why."""
+    variants = [name for name in benchmark.VARIANTS if name != "compile"]  # the file's one compile is the smoke run
+    result = run_script("benchmark_mlp.py", *TINY, "--device", "cpu", "--train", "--variants", ",".join(variants),
+                        "--out", str(tmp_path), timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    payload = json.loads((tmp_path / "mlp_train_cpu_fp32.json").read_text())
+    assert payload["meta"]["mode"] == "train" and "y.backward(dy)" in payload["meta"]["timer"]
+    rows = {row["variant"]: row for row in payload["results"]}
+    assert list(rows) == variants
+
+    eager = rows["eager"]
+    assert eager["status"] == "ok", eager
+    assert eager["time_us"] > 0 and eager["time_p20_us"] <= eager["time_us"] <= eager["time_p80_us"]
+    assert eager["speedup"] == pytest.approx(1.0) and eager["peak_mib"] is None  # no GPU allocator on a CPU
+    assert set(eager["grad_errors"]) == {"x", "gate_proj.weight", "up_proj.weight", "down_proj.weight"}
+    assert all(error <= eager["tolerance"] for error in eager["grad_errors"].values())
+    # What eager keeps for its backward: x, then g (gelu's input), h and u (the product's), m (down's input).
+    tokens, dim, hidden = 2 * 3, 8, 16
+    assert eager["saved_bytes"] == (tokens * dim + 4 * tokens * hidden) * 4  # fp32
+    assert eager["saved"] == f"x [{tokens}, {dim}] + 4 × [{tokens}, {hidden}]"
+
+    for name in ("max-autotune", "liger", "fused"):
+        assert rows[name]["status"] == "skipped" and "needs CUDA" in rows[name]["reason"], rows[name]
+        assert f"skipped {name}: needs CUDA" in result.stdout
+    assert rows["reduce-overhead"]["status"] == "skipped" and "forward only" in rows["reduce-overhead"]["reason"]
+    assert "saved for backward" in result.stdout and "n/a" in result.stdout
+    assert (tmp_path / "mlp_train_cpu_fp32.png").read_bytes()[:8] == PNG_SIGNATURE
+    assert not (tmp_path / "mlp_cpu_fp32.json").exists()  # a forward run's results stay where they were
+
+
+class GeluWithoutItsDerivative(torch.autograd.Function):
+    """The right GELU forward, and a backward that passes the gradient through as if GELU were the identity."""
+
+    @staticmethod
+    def forward(ctx, g):
+        return F.gelu(g, approximate="tanh")
+
+    @staticmethod
+    def backward(ctx, dh):
+        return dh
+
+
+class GeluGradientMissing(SimpleGeGLUMLP):
+    def forward(self, x):
+        return self.down_proj(GeluWithoutItsDerivative.apply(self.gate_proj(x)) * self.up_proj(x))
+
+
+class UpProjectionDetached(SimpleGeGLUMLP):
+    def forward(self, x):
+        return self.down_proj(F.gelu(self.gate_proj(x), approximate="tanh") * self.up_proj(x).detach())
+
+
+def copied_into(module_class):
+    """A variant that trains as `module_class`, holding a copy of the eager module's weights (as Liger's does)."""
+
+    def build(mlp):
+        hidden, dim = mlp.gate_proj.weight.shape
+        module = module_class(dim, hidden).to(mlp.gate_proj.weight.device, mlp.gate_proj.weight.dtype)
+        module.load_state_dict(mlp.state_dict())
+        return module
+
+    return build
+
+
+def test_training_mode_finds_a_wrong_gradient_behind_a_right_output(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(benchmark.VARIANTS, "gelu-grad", Variant("gelu-grad", build=copied_into(GeluGradientMissing)))
+    monkeypatch.setitem(benchmark.VARIANTS, "detached", Variant("detached", build=copied_into(UpProjectionDetached)))
+    rows = benchmark.main([*TINY, "--device", "cpu", "--train", "--variants", "gelu-grad,detached",
+                           "--out", str(tmp_path)])
+    by_name = {row.variant: row for row in rows}
+    assert by_name["eager"].status == "ok"
+
+    wrong = by_name["gelu-grad"]
+    assert wrong.status == "WRONG" and wrong.time_us is None and wrong.speedup is None  # not timed
+    errors, tolerance = wrong.grad_errors, wrong.tolerance
+    assert errors["up_proj.weight"] <= tolerance and errors["down_proj.weight"] <= tolerance  # GELU's output is right
+    assert errors["gate_proj.weight"] > tolerance and errors["x"] > tolerance  # its derivative is not
+    assert "gradient of gate_proj.weight: relative error" in wrong.reason and "output" not in wrong.reason
+
+    detached = by_name["detached"]
+    assert detached.status == "WRONG" and "gradient of up_proj.weight: relative error inf" in detached.reason
+    assert "no gradient" in detached.reason
+    printed = capsys.readouterr().out
+    assert "gelu-grad WRONG" in printed and "detached WRONG" in printed
+
+
 def gpu_row(variant, *, cpu, busy, loop, gpu, kernels, launches, status="ok", reason=None):
     return Row(
         "decode", 8, 1, 768, 3072, variant, status=status, reason=reason, first_call_s=1.0,
@@ -289,3 +377,19 @@ def test_cuda_graphs_replay_the_kernels_from_fewer_launches(tmp_path):
     assert graphed["launches"] < eager["launches"]
     assert eager["loop_us"] > 0 and eager["cpu_us"] > 0 and eager["peak_mib"] >= 0
     assert (tmp_path / "mlp_cuda_bf16.png").read_bytes()[:8] == PNG_SIGNATURE
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@requires_cuda
+def test_training_mode_on_a_gpu_measures_peak_memory_and_the_fused_backward(tmp_path):
+    result = run_script("benchmark_mlp.py", "--train", "--shapes", "8x16:256:512", "--variants", "eager,fused",
+                        "--out", str(tmp_path), timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    rows = {r["variant"]: r for r in json.loads((tmp_path / "mlp_train_cuda_bf16.json").read_text())["results"]}
+    eager, fused = rows["eager"], rows["fused"]
+    assert eager["status"] == "ok" and fused["status"] == "ok", (eager["reason"], fused["reason"])
+    assert eager["peak_mib"] > 0 and fused["peak_mib"] > 0 and fused["time_us"] > 0
+    assert eager["saved"] == "x [128, 256] + 4 × [128, 512]"
+    assert 0 < fused["saved_bytes"] < eager["saved_bytes"]  # x, the interleaved g and u, and h

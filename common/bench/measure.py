@@ -34,6 +34,7 @@ class Settings:
     warmup_ms: int
     rep_ms: int
     ceilings: Ceilings | None = None
+    train: bool = False  # --train: forward and backward per call (common/bench/training.py)
 
 
 WARM_CALLS = 3  # after the first call: CUDA graph trees record on the second call and replay from the third

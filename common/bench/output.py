@@ -111,16 +111,35 @@ def run_metadata(settings, dtype_label: str, shapes: list, variants: list[str], 
         "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "variants": variants,
         "shapes": [
-            {"name": s.name, "spec": s.spec, "tokens": s.tokens, "flops": s.flops, "min_bytes": s.min_bytes(element)}
+            {"name": s.name, "spec": s.spec, "tokens": s.tokens, "flops": s.train_flops if settings.train else s.flops,
+             "min_bytes": s.min_bytes(element)}
             for s in shapes
         ],
-        "timer": (
-            "time_us: CUDA events per forward, L2 flushed and the GPU held until the forward is queued; loop_us: CUDA "
-            "events around back-to-back forwards; cpu_us: host time per forward in that loop"
-            if device.type == "cuda" else "time_us: time.perf_counter per forward"
-        ),
+        "mode": "train" if settings.train else "forward",
+        "timer": timer_text(device.type == "cuda", settings.train),
         "warmup_ms": settings.warmup_ms,
         "rep_ms": settings.rep_ms,
-        "check": "relative L2 error against the same MLP in fp32 on the same (rounded) input",
+        "check": "relative L2 error against the same MLP in fp32 on the same (rounded) input"
+        + (", of the output, x's gradient and each weight's (backward from the same dy)" if settings.train else ""),
         "tolerance": TOLERANCES[settings.dtype],
     }
+
+
+TRAINING_CALL = "gradients set to None, forward on x requiring grad, y.backward(dy) with a fixed dy"
+
+
+def timer_text(on_gpu: bool, train: bool) -> str:
+    """The JSON's `timer`: what each time field measures, in this mode on this device."""
+    if train:
+        timer = (
+            f"time_us: CUDA events per training call ({TRAINING_CALL}), L2 flushed and the GPU held until the call "
+            "is queued; peak_mib: torch.cuda.max_memory_allocated during one call above what was allocated before it"
+            if on_gpu else f"time_us: time.perf_counter per training call ({TRAINING_CALL})"
+        )
+        return timer + "; saved_bytes: x and the activations autograd saves for the backward (weights left out)"
+    if on_gpu:
+        return (
+            "time_us: CUDA events per forward, L2 flushed and the GPU held until the forward is queued; loop_us: CUDA "
+            "events around back-to-back forwards; cpu_us: host time per forward in that loop"
+        )
+    return "time_us: time.perf_counter per forward"

@@ -26,6 +26,23 @@ def legend(on_gpu: bool, dtype_label: str, tolerance: float) -> str:
     )
 
 
+def train_legend(on_gpu: bool, dtype_label: str, tolerance: float) -> str:
+    """Training mode's legend: what one call does, how it is timed, what the memory columns count."""
+    timer = (
+        "GPU µs: CUDA events around each call, after a 256 MB memset (L2 flushed) and a spin kernel that hides "
+        "the CPU's issue time; peak MiB: torch.cuda.max_memory_allocated during one call above what was allocated "
+        "before it. "
+        if on_gpu else
+        "µs: time.perf_counter around each call (the CPU runs it); peak MiB: n/a (no GPU allocator to ask). "
+    )
+    return (
+        "[dim]Training mode: a call sets the gradients to None, runs the forward on an x that requires grad and "
+        f"y.backward(dy) with a fixed dy (no loss). {timer}saved: what the forward keeps for the backward (x and "
+        "the activations, counted by autograd's saved-tensor hooks; weights left out). Checked against fp32: the "
+        f"output, x's gradient and each weight's, ‖got−ref‖/‖ref‖ ≤ {tolerance:g} ({dtype_label}).[/dim]"
+    )
+
+
 def log_line(row: Row) -> str:
     """One line as each variant finishes, above the progress bar."""
     head = f"{row.shape:>9} · {row.variant:<15} "

@@ -20,7 +20,8 @@ class Row:
     status: str = "ok"  # ok | WRONG | failed | skipped
     reason: str | None = None
     first_call_s: float | None = None  # compile, autotune, JIT: whatever the first call pays for
-    # Correct first: ‖out − ref‖ / ‖ref‖ against fp32, and the dtype's tolerance (common/mlp/accuracy.py).
+    # Correct first: ‖out − ref‖ / ‖ref‖ against fp32, and the dtype's tolerance (common/mlp/accuracy.py); in
+    # training mode the largest of the output's and the gradients' errors.
     rel_error: float | None = None
     tolerance: float | None = None
     # Time per forward: the median and spread (GPU time with L2 flushed; CPU time on a CPU).
@@ -44,6 +45,11 @@ class Row:
     launches: float | None = None
     paced_by: str | None = None  # "CPU" (launch-bound) or "GPU": common/bench/pace.py
     peak_mib: float | None = None
+    # Training mode (--train): time_us is a forward and a backward; what the forward keeps for the backward
+    # (common/mlp/saved.py: x and the activations, weights left out) and the error of each gradient.
+    saved_bytes: int | None = None
+    saved: str | None = None  # SavedForBackward.describe(): 'x [8192, 768] + 4 × [8192, 3072]'
+    grad_errors: dict = field(default_factory=dict)  # "x", "gate_proj.weight", ... -> relative error
     kernel_names: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
 

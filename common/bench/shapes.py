@@ -24,6 +24,18 @@ class Shape:
         """Three GEMMs of tokens x dim x hidden, two FLOPs per multiply-add; the GELU and product are noise."""
         return 2 * self.tokens * self.dim * self.hidden * 3
 
+    @property
+    def train_flops(self) -> int:
+        """A forward and a backward: the backward's six GEMMs (the gradients of the input and of each weight) do
+        twice the forward's work, so three times the forward's FLOPs."""
+        return 3 * self.flops
+
+    @property
+    def train_elements(self) -> int:
+        """Elements a training call holds at its peak: the three weights and their gradients, x, y, dy and x's
+        gradient, and eight [tokens, hidden] tensors (g, u, h, m kept for the backward, and as many gradients)."""
+        return 2 * 3 * self.dim * self.hidden + self.tokens * (4 * self.dim + 8 * self.hidden)
+
     def min_bytes(self, element_size: int) -> int:
         """The least traffic any implementation needs: the three weights and x read once, the output written once."""
         return (3 * self.dim * self.hidden + 2 * self.tokens * self.dim) * element_size

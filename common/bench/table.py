@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import torch
+from rich.markup import escape
 from rich.table import Table
 
 from common.bench.measure import Settings
@@ -66,4 +67,41 @@ def shape_table(shape: Shape, rows: list[Row], settings: Settings) -> Table:
                 fmt(row.peak_mib, ",.1f"),
             ]
         table.add_row(*cells)
+    return table
+
+
+def size(nbytes: int | None) -> str:
+    """Bytes in the unit that keeps them readable: B, KiB, MiB, GiB."""
+    if nbytes is None:
+        return "—"
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:,.1f} {unit}"
+    return f"{nbytes} B"
+
+
+def train_table(shape: Shape, rows: list[Row], settings: Settings) -> Table:
+    """Training mode: per variant, its check, forward + backward time, peak memory and what the backward keeps."""
+    on_gpu = settings.device.type == "cuda"
+    table = Table(
+        title=f"[bold]{shape.title}[/bold] · forward + backward · {shape.train_flops / 1e9:,.2f} GFLOP per call",
+        title_justify="left",
+    )
+    table.add_column("variant")
+    table.add_column("check", no_wrap=True)
+    for name in ("1st call s", "GPU µs (p20–p80)" if on_gpu else "µs (p20–p80)", "× eager", "peak MiB", "saved"):
+        table.add_column(name, justify="right")
+    table.add_column("saved for backward", overflow="fold")
+    for row in rows:
+        timed = row.time_us is not None
+        table.add_row(
+            row.variant,
+            status_cell(row),
+            fmt(row.first_call_s, ".2f"),
+            f"{row.time_us:,.1f} ({row.time_p20_us:,.1f}–{row.time_p80_us:,.1f})" if timed else "—",
+            fmt(row.speedup, ".2f"),
+            fmt(row.peak_mib, ",.1f") if on_gpu else ("n/a" if timed else "—"),
+            size(row.saved_bytes),
+            escape(row.saved) if row.saved else "—",
+        )
     return table

@@ -28,6 +28,7 @@ class Variant:
     unavailable: Callable[[torch.device, torch.dtype], "str | None"] = lambda device, dtype: None
     compiles: bool = False  # through torch.compile: start from a clean Dynamo cache
     per_call: str = ""  # what runs on the CPU at every call, besides launching kernels
+    inference_only: str | None = None  # why it is not measured in training mode (--train), when it is not
 
 
 def needs_cuda(why: str):
