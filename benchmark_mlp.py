@@ -59,7 +59,7 @@ from common.bench.rows import Row, add_speedups
 from common.bench.shapes import Shape, parse_shapes
 from common.bench.table import shape_table, train_table
 from common.bench.timing import measure_ceilings
-from common.bench.training import measure_training
+from common.bench.training import measure_training, warm_autograd
 from common.bench.variants import (
     Variant,
     build_compiled,
@@ -173,6 +173,8 @@ def run(argv: list[str] | None) -> list[Row]:
         def status(text: str) -> None:
             progress.update(task, description=text)
 
+        if train:
+            warm_autograd(device)  # torch's imports on the first backward are not the first variant's cost
         # The ceilings, in this run: what fraction of the hardware a variant reaches is a fraction of these.
         settings.ceilings = c = measure_ceilings(device, dtype, args.warmup_ms, args.rep_ms)
         meta["ceilings"] = asdict(c)

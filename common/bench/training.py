@@ -36,6 +36,15 @@ from common.mlp.accuracy import Accuracy, check_backward
 from common.mlp.saved import saved_for_backward
 
 
+def warm_autograd(device: torch.device) -> None:
+    """One tiny backward from an explicit gradient before anything is timed: torch imports modules on the first
+    such backward (sympy, through torch.fx.experimental.symbolic_shapes: about 2 s on a 2-core machine), a cost
+    of the process that no variant's first call should carry."""
+    w = torch.ones(2, device=device, requires_grad=True)
+    y = w * 2
+    y.backward(torch.ones_like(y))
+
+
 def judge(judged: dict[str, Accuracy]) -> tuple[float, str | None]:
     """The largest error of all (`check_backward`'s "output", "x", each weight), and what is wrong, if anything."""
     worst = max(accuracy.error for accuracy in judged.values())
