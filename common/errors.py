@@ -15,6 +15,7 @@ import errno
 import functools
 import os
 import sys
+import warnings
 from typing import Callable, TypeVar
 
 T = TypeVar("T")
@@ -156,3 +157,8 @@ def _interrupt_hook(kind, value, traceback, _default=sys.excepthook):
 
 
 sys.excepthook = _interrupt_hook
+
+# A first backward on a GPU runs cuBLAS on autograd's own device thread, which has no CUDA context yet; torch
+# says so once ("Attempting to run cuBLAS, but there was no current CUDA context! Attempting to set the primary
+# context...") and sets it. Nothing is wrong, and the line would sit alone on a training run's stderr.
+warnings.filterwarnings("ignore", message="Attempting to run cuBLAS, but there was no current CUDA context")

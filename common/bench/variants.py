@@ -57,7 +57,10 @@ class IgnoredChoiceFilter(logging.Filter):
             text = record.getMessage()
         except Exception:  # noqa: BLE001 - a record we cannot format is not ours to judge
             return True
-        return not ("Ignoring this choice" in text and ("OutOfResources" in text or "out of resource" in text))
+        # "Runtime error during autotuning: ... Ignoring this choice." and, from its precompile threads (torch
+        # 2.11 on an H200), "Exception No valid triton configs. OutOfMemoryError: out of resource ... for
+        # benchmark choice ..." with a traceback: both about a template that does not fit.
+        return not ("out of resource" in text.lower() and ("Ignoring this choice" in text or "No valid triton configs" in text))
 
 
 INDUCTOR_AUTOTUNE_LOGGER = "torch._inductor.select_algorithm"
@@ -67,8 +70,9 @@ _ignored_choices = IgnoredChoiceFilter()
 def quiet_compiler(device: torch.device) -> None:
     """Keep a successful run's stderr for our own lines: what Inductor prints while it compiles, and we report.
 
-    - the AUTOTUNE tables (each GEMM's candidate timings, written straight to stderr) and its "PRESCREENING
-      CANDIDATE TIMINGS": the choice shows in the kernel names and the time in our table;
+    - the AUTOTUNE tables (each GEMM's candidate timings, written straight to stderr), its "PRESCREENING
+      CANDIDATE TIMINGS" and "Autotune Choices Stats" JSON: the choice shows in the kernel names and the time
+      in our table;
     - the choices it ignores because they do not fit the GPU (`IgnoredChoiceFilter`);
     - "TypedStorage is deprecated", a UserWarning from code inside the compile stack, not from ours;
     - on a CPU, the "No CUDA runtime is found" line a CUDA build of torch gives once per compile (the run's
@@ -80,6 +84,8 @@ def quiet_compiler(device: torch.device) -> None:
 
     if hasattr(inductor_config, "autotune_num_choices_displayed"):  # torch >= 2.3
         inductor_config.autotune_num_choices_displayed = 0
+    if hasattr(inductor_config, "max_autotune_report_choices_stats"):  # "Autotune Choices Stats:" + JSON
+        inductor_config.max_autotune_report_choices_stats = False
     logger = logging.getLogger(INDUCTOR_AUTOTUNE_LOGGER)
     if _ignored_choices not in logger.filters:
         logger.addFilter(_ignored_choices)
