@@ -428,3 +428,27 @@ def test_every_variant_trains_on_a_gpu_and_each_miss_is_explained(gpu_runs, name
     if name != "eager" and name != "eager adamw":
         check = next(line for line in result.stdout.splitlines() if line.startswith("output and gradient check"))
         assert check.endswith("✓"), check
+
+
+# --- the same checks on real H200 traces (torch 2.11, CUDA 13, bf16, the post's shape) -------------------------
+
+H200_TRACES = Path(__file__).resolve().parent / "fixtures" / "h200" / "traces" / "05_train_mlp"
+H200_RUNS = {  # file: the flags that made it
+    "64_128_768_3072_eager.json.gz": flags(),
+    "64_128_768_3072_compile.json.gz": flags(compile=True),
+    "64_128_768_3072_liger-pypi_eager.json.gz": flags(variant="liger", kernel_source="pypi"),
+    "64_128_768_3072_fused_eager.json.gz": flags(variant="fused"),
+    "64_128_768_3072_adamw_eager.json.gz": flags(optimizer="adamw"),
+    "64_128_768_3072_fused_adamw-fused_eager.json.gz": flags(variant="fused", optimizer="adamw-fused"),
+}
+
+
+def test_every_h200_trace_is_covered():
+    assert {p.name for p in H200_TRACES.glob("*.json.gz")} == set(H200_RUNS)
+
+
+@pytest.mark.parametrize("name", list(H200_RUNS))
+def test_every_gpu_expectation_holds_on_the_h200_trace(name):
+    trace = read_trace(H200_TRACES / name)
+    outcomes = {e.title: e.check(trace) for e in LESSON.expectations(H200_RUNS[name], "cuda")}
+    assert outcomes and all(o.ok for o in outcomes.values()), {t: o.evidence for t, o in outcomes.items() if not o.ok}
