@@ -46,6 +46,18 @@ def run_script(script: str, *args: str, env: dict | None = None, timeout: float 
     )
 
 
+def interpreter_results_of(test_module: str) -> dict:
+    """Run `test_module._interpreter_worker()` in a child process under TRITON_INTERPRET=1 (Triton picks its
+    interpreter at import) and return the one JSON object it prints."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+    result = subprocess.run(
+        [sys.executable, "-c", f"import {test_module}; {test_module}._interpreter_worker()"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
 def load_trace(path: Path) -> dict:
     opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as f:

@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import ROOT, load_trace, requires_cuda, run_script, stderr_lines
+from conftest import interpreter_results_of, load_trace, requires_cuda, run_script, stderr_lines
 
 from common.mlp import SimpleGeGLUMLP
 from common.mlp.accuracy import check_output, relative_error
@@ -90,13 +87,7 @@ def _interpreter_worker() -> None:
 
 @pytest.fixture(scope="module")
 def interpreter_results():
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
-    result = subprocess.run(
-        [sys.executable, "-c", "import test_fused_mlp; test_fused_mlp._interpreter_worker()"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return interpreter_results_of("test_fused_mlp")
 
 
 def _gemm_cases():
