@@ -170,16 +170,10 @@ class GpuWork:
         return self.kind == "kernel" and decode(self.name).is_gemm
 
 
-@dataclass
-class Step:
-    """One profiler step: its CPU box, and the runtime calls, ops and GPU work that belong to it."""
+class _GpuWorkViews:
+    """The kernels and the GEMMs among a part of a trace's GPU work (`gpu`): a step's, or a labelled phase's."""
 
-    name: str
-    ts: float
-    dur: float
-    gpu: list[GpuWork] = field(default_factory=list)
-    runtime: list[RuntimeCall] = field(default_factory=list)
-    ops: list[CpuOp] = field(default_factory=list)
+    gpu: list[GpuWork]
 
     @property
     def kernels(self) -> list[GpuWork]:
@@ -188,6 +182,18 @@ class Step:
     @property
     def gemms(self) -> list[GpuWork]:
         return [w for w in self.gpu if w.is_gemm]
+
+
+@dataclass
+class Step(_GpuWorkViews):
+    """One profiler step: its CPU box, and the runtime calls, ops and GPU work that belong to it."""
+
+    name: str
+    ts: float
+    dur: float
+    gpu: list[GpuWork] = field(default_factory=list)
+    runtime: list[RuntimeCall] = field(default_factory=list)
+    ops: list[CpuOp] = field(default_factory=list)
 
     @property
     def sync_us(self) -> float:
@@ -249,7 +255,7 @@ class Step:
 
 
 @dataclass
-class Phase:
+class Phase(_GpuWorkViews):
     """One labelled part of a step (a training step's `mlp_fwd`, `mlp_bwd`, `optimizer_step`), taken by time.
 
     On a GPU, autograd runs the backward on its own thread (one per device): the backward's ops and the runtime
@@ -270,14 +276,6 @@ class Phase:
     @property
     def end(self) -> float:
         return self.ts + self.dur
-
-    @property
-    def kernels(self) -> list[GpuWork]:
-        return [w for w in self.gpu if w.kind == "kernel"]
-
-    @property
-    def gemms(self) -> list[GpuWork]:
-        return [w for w in self.gpu if w.is_gemm]
 
 
 @dataclass
