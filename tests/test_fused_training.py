@@ -25,13 +25,13 @@ GRADS = ["y", "dx", "d_gate", "d_up", "d_down"]
 
 
 def _exact_backward_pieces(dy, w_down, gate_up):
-    """fp64 dgate_up (interleaved) and h from the output gradient and the pre-activations."""
+    """fp64 dgate_up ([dg | du]) and h from the output gradient and the pre-activations (interleaved)."""
     dy, w_down, gate_up = dy.double(), w_down.double(), gate_up.double()
     g = gate_up[:, 0::2].clone().requires_grad_(True)
     u = gate_up[:, 1::2].clone().requires_grad_(True)
     h = F.gelu(g, approximate="tanh") * u
     h.backward(dy @ w_down)
-    return torch.stack([g.grad, u.grad], dim=2).reshape(gate_up.shape), h.detach()
+    return torch.cat([g.grad, u.grad], dim=1), h.detach()
 
 
 def _train_once(module, x, dy):
@@ -136,11 +136,13 @@ def test_forward_keeps_the_rounded_pre_activations(interpreter_results, case):
 
 
 def _backward_cases():
+    from common.mlp.triton_ops.geglu_backward import INTERPRETER_TMA_CONFIGS
+
     for d in DTYPES:
         for m, k, n in SHAPES:
             yield f"backward/pointer/{d}/{m}x{k}x{n}"
             if not (k * 2 % 16 or n * 2 % 16):  # TMA reads rows that start on 16-byte boundaries
-                yield from (f"backward/tma{i}/{d}/{m}x{k}x{n}" for i in range(2))
+                yield from (f"backward/tma{i}/{d}/{m}x{k}x{n}" for i in range(len(INTERPRETER_TMA_CONFIGS)))
 
 
 def test_every_backward_kernel_ran_where_it_can(interpreter_results):

@@ -271,8 +271,7 @@ GPU_STEPS = {
     ),
     "fused": (
         [("GeGLUMLPFunction", "_geglu_gemm_tma_kernel"), GEMM, *LOSS],
-        [*LOSS_BACKWARD, ("GeGLUMLPFunctionBackward", "_geglu_backward_tma_kernel"), GEMM, GEMM, GEMM,
-         ("aten::copy_", ELEMENTWISE.format("direct_copy_kernel_cuda")), ("aten::copy_", ELEMENTWISE.format("direct_copy_kernel_cuda"))],
+        [*LOSS_BACKWARD, ("GeGLUMLPFunctionBackward", "_geglu_backward_tma_kernel"), GEMM, GEMM, GEMM, GEMM],
     ),
 }
 

@@ -10,9 +10,13 @@ intermediate] tensors. Here one program computes one [BLOCK_M, BLOCK_N] tile of 
 tile of the pre-activations (g and u, saved by the forward interleaved as the weight is: `geglu_gemm`'s
 `gate_up_out`), and writes, for those columns:
 
-* dgate_up [M, 2N], interleaved the same way (column 2j is dg_j, 2j + 1 is du_j): the gate/up weight gradient is
-  then one GEMM, dgate_up.T @ x, over the interleaved weight's rows, and the input gradient one GEMM,
-  dgate_up @ W_gate_up;
+* dgate_up [M, 2N], the gate's gradient in its first N columns and the up projection's in the last N: the weight
+  gradient of both is then one GEMM, dgate_up.T @ x, whose first N rows are gate_proj's gradient and last N
+  up_proj's (two contiguous halves, which autograd takes as they are), and the input gradient two GEMMs
+  accumulating into one output, dg @ W_gate + du @ W_up. Written interleaved, as g and u are read, the two weight
+  gradients were every other row of that GEMM's output, and autograd copied each into `.grad` (2 x 6 us at the
+  post's shape, 2 x 118 us at a 7B-sized layer on an H200); the epilogue's two [BLOCK_M, BLOCK_N] stores also
+  run faster than one interleaved [BLOCK_M, 2 x BLOCK_N] store (110 against 124 us at the post's shape);
 * h = gelu_tanh(g) * u [M, N], recomputed rather than saved (the down projection's weight gradient, dy.T @ h,
   needs it): one more [M, N] write here instead of one more [M, N] tensor held from forward to backward.
 
@@ -61,73 +65,91 @@ def gelu_tanh_backward(dh, gate, up, FAST_TANH: tl.constexpr):
     return dh * up * dgelu, dh * gelu, gelu * up
 
 
+@triton.jit
+def _store_backward_tile(dgu_ptr, h_ptr, dgate, dup, h, offs_m, offs_n, M, N, WRITE_H: tl.constexpr,
+                         INTERPRETED_BF16: tl.constexpr):
+    """Plain stores of one tile: dgate to dgate_up[:, :N], dup to dgate_up[:, N:], and h if recomputed."""
+    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    dgate_offsets = offs_m[:, None] * 2 * N + offs_n[None, :]
+    tl.store(dgu_ptr + dgate_offsets, stored(dgate, INTERPRETED_BF16).to(dgu_ptr.dtype.element_ty), mask=mask)
+    tl.store(dgu_ptr + N + dgate_offsets, stored(dup, INTERPRETED_BF16).to(dgu_ptr.dtype.element_ty), mask=mask)
+    if WRITE_H:
+        tl.store(h_ptr + offs_m[:, None] * N + offs_n[None, :], stored(h, INTERPRETED_BF16).to(h_ptr.dtype.element_ty),
+                 mask=mask)
+
+
 # --------------------------------------------------------------------------------------------------------------
-# Hopper: TMA + persistent grid
+# Hopper: TMA, a program per tile or a persistent grid
 # --------------------------------------------------------------------------------------------------------------
 @triton.jit
 def _geglu_backward_tma_kernel(
     dy_desc, w_desc, gu_desc,  # dy [M, K], W_down [K, N] (nn.Linear's [out, in]), gate_up [M, 2N]
-    dgu_desc, h_desc,  # outputs: dgate_up [M, 2N] interleaved, h [M, N]
+    dgate_desc, dup_desc, h_desc,  # outputs: dgate_up's halves dgate_up[:, :N] and dgate_up[:, N:], h [M, N]
     gu_ptr, dgu_ptr, h_ptr,  # the same three, contiguous, for an epilogue through plain loads and stores
     M, N, K,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    FLATTEN: tl.constexpr,
+    ONE_TILE_EACH: tl.constexpr,  # a program per tile (several share an SM), else a persistent loop over tiles
     EPILOGUE_TMA: tl.constexpr,  # the epilogue's tiles through TMA (shared-memory staging) or straight from registers
     PREFETCH_GATE_UP: tl.constexpr,  # (plain loads) read the tile's pre-activations before its K loop
     WRITE_H: tl.constexpr,  # recompute h for the down projection's weight gradient (else the forward saved it)
     FAST_TANH: tl.constexpr,
     INTERPRETED_BF16: tl.constexpr,  # the interpreter has no bfloat16 arithmetic and truncates to bfloat16
 ):
-    start_pid = tl.program_id(axis=0)
-    num_programs = tl.num_programs(axis=0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
-    k_tiles = tl.cdiv(K, BLOCK_K)
-    num_tiles = num_pid_m * num_pid_n
+    if ONE_TILE_EACH:
+        # No loop around the tile: with one, the same code took 129 instead of 114 us at the post's shape (H200),
+        # holding more shared memory per program (88 KB instead of 72), so fewer programs shared an SM.
+        pid_m, pid_n = _tile_coords(tl.program_id(axis=0), num_pid_m, num_pid_n, GROUP_M)
+        _backward_tma_tile(dy_desc, w_desc, gu_desc, dgate_desc, dup_desc, h_desc, gu_ptr, dgu_ptr, h_ptr,
+                           pid_m, pid_n, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, EPILOGUE_TMA, PREFETCH_GATE_UP,
+                           WRITE_H, FAST_TANH, INTERPRETED_BF16)
+    else:
+        for tile_id in tl.range(tl.program_id(axis=0), num_pid_m * num_pid_n, tl.num_programs(axis=0)):
+            pid_m, pid_n = _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
+            _backward_tma_tile(dy_desc, w_desc, gu_desc, dgate_desc, dup_desc, h_desc, gu_ptr, dgu_ptr, h_ptr,
+                               pid_m, pid_n, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, EPILOGUE_TMA, PREFETCH_GATE_UP,
+                               WRITE_H, FAST_TANH, INTERPRETED_BF16)
 
-    tile_id_c = start_pid - num_programs  # the epilogue's own tile counter (see _geglu_gemm_tma_kernel)
-    for tile_id in tl.range(start_pid, num_tiles, num_programs, flatten=FLATTEN):
-        pid_m, pid_n = _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
+
+@triton.jit
+def _backward_tma_tile(
+    dy_desc, w_desc, gu_desc, dgate_desc, dup_desc, h_desc, gu_ptr, dgu_ptr, h_ptr, pid_m, pid_n, M, N, K,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EPILOGUE_TMA: tl.constexpr,
+    PREFETCH_GATE_UP: tl.constexpr, WRITE_H: tl.constexpr, FAST_TANH: tl.constexpr, INTERPRETED_BF16: tl.constexpr,
+):
+    """One [BLOCK_M, BLOCK_N] tile of dh, then its epilogue: dgate and dup (and h) for those columns."""
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_gu = pid_n * 2 * BLOCK_N + tl.arange(0, 2 * BLOCK_N)
+    mask_gu = (offs_m[:, None] < M) & (offs_gu[None, :] < 2 * N)
+    gu_offsets = offs_m[:, None] * 2 * N + offs_gu[None, :]
+    if PREFETCH_GATE_UP:
+        gate_up_early = tl.load(gu_ptr + gu_offsets, mask=mask_gu, other=0.0)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for ki in range(tl.cdiv(K, BLOCK_K)):
+        dy = dy_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
+        w = w_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
+        if INTERPRETED_BF16:
+            dy, w = dy.to(tl.float32), w.to(tl.float32)
+        acc = tl.dot(dy, w, acc)
+
+    if EPILOGUE_TMA:
+        gate_up = gu_desc.load([pid_m * BLOCK_M, pid_n * 2 * BLOCK_N]).to(tl.float32)
+        gate, up = tl.split(tl.reshape(gate_up, (BLOCK_M, BLOCK_N, 2)))
+        dgate, dup, h = gelu_tanh_backward(acc, gate, up, FAST_TANH)
+        if WRITE_H:
+            h_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], stored(h, INTERPRETED_BF16).to(h_desc.dtype))
+        dgate_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], stored(dgate, INTERPRETED_BF16).to(dgate_desc.dtype))
+        dup_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], stored(dup, INTERPRETED_BF16).to(dup_desc.dtype))
+    else:
         if PREFETCH_GATE_UP:
-            offs_m_pre = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-            offs_gu_pre = pid_n * 2 * BLOCK_N + tl.arange(0, 2 * BLOCK_N)
-            gate_up_pre = tl.load(gu_ptr + offs_m_pre[:, None] * 2 * N + offs_gu_pre[None, :],
-                                  mask=(offs_m_pre[:, None] < M) & (offs_gu_pre[None, :] < 2 * N), other=0.0)
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for ki in range(k_tiles):
-            dy = dy_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
-            w = w_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
-            if INTERPRETED_BF16:
-                dy, w = dy.to(tl.float32), w.to(tl.float32)
-            acc = tl.dot(dy, w, acc)
-
-        tile_id_c += num_programs
-        pid_m, pid_n = _tile_coords(tile_id_c, num_pid_m, num_pid_n, GROUP_M)
-        if EPILOGUE_TMA:
-            gate_up = gu_desc.load([pid_m * BLOCK_M, pid_n * 2 * BLOCK_N]).to(tl.float32)
-            gate, up = tl.split(tl.reshape(gate_up, (BLOCK_M, BLOCK_N, 2)))
-            dgate, dup, h = gelu_tanh_backward(acc, gate, up, FAST_TANH)
-            if WRITE_H:
-                h_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], stored(h, INTERPRETED_BF16).to(h_desc.dtype))
-            dgate_up = tl.reshape(tl.join(dgate, dup), (BLOCK_M, 2 * BLOCK_N))
-            dgu_desc.store([pid_m * BLOCK_M, pid_n * 2 * BLOCK_N], stored(dgate_up, INTERPRETED_BF16).to(dgu_desc.dtype))
+            gate_up = gate_up_early.to(tl.float32)
         else:
-            offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-            offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-            offs_gu = pid_n * 2 * BLOCK_N + tl.arange(0, 2 * BLOCK_N)
-            mask_gu = (offs_m[:, None] < M) & (offs_gu[None, :] < 2 * N)
-            gu_offsets = offs_m[:, None] * 2 * N + offs_gu[None, :]
-            if PREFETCH_GATE_UP:
-                gate_up = gate_up_pre.to(tl.float32)
-            else:
-                gate_up = tl.load(gu_ptr + gu_offsets, mask=mask_gu, other=0.0).to(tl.float32)
-            gate, up = tl.split(tl.reshape(gate_up, (BLOCK_M, BLOCK_N, 2)))
-            dgate, dup, h = gelu_tanh_backward(acc, gate, up, FAST_TANH)
-            if WRITE_H:
-                tl.store(h_ptr + offs_m[:, None] * N + offs_n[None, :], stored(h, INTERPRETED_BF16).to(h_ptr.dtype.element_ty),
-                         mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
-            dgate_up = tl.reshape(tl.join(dgate, dup), (BLOCK_M, 2 * BLOCK_N))
-            tl.store(dgu_ptr + gu_offsets, stored(dgate_up, INTERPRETED_BF16).to(dgu_ptr.dtype.element_ty), mask=mask_gu)
+            gate_up = tl.load(gu_ptr + gu_offsets, mask=mask_gu, other=0.0).to(tl.float32)
+        gate, up = tl.split(tl.reshape(gate_up, (BLOCK_M, BLOCK_N, 2)))
+        dgate, dup, h = gelu_tanh_backward(acc, gate, up, FAST_TANH)
+        _store_backward_tile(dgu_ptr, h_ptr, dgate, dup, h, offs_m, offs_n, M, N, WRITE_H, INTERPRETED_BF16)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -169,38 +191,37 @@ def _geglu_backward_kernel(
     gate_up = tl.load(gu_ptr + gu_offsets, mask=mask_gu, other=0.0).to(tl.float32)
     gate, up = tl.split(tl.reshape(gate_up, (BLOCK_M, BLOCK_N, 2)))
     dgate, dup, h = gelu_tanh_backward(acc, gate, up, FAST_TANH)
-    if WRITE_H:
-        h_offsets = offs_m[:, None] * N + offs_n[None, :]
-        tl.store(h_ptr + h_offsets, stored(h, INTERPRETED_BF16).to(h_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :])
-    dgate_up = tl.reshape(tl.join(dgate, dup), (BLOCK_M, 2 * BLOCK_N))
-    tl.store(dgu_ptr + gu_offsets, stored(dgate_up, INTERPRETED_BF16).to(dgu_ptr.dtype.element_ty), mask=mask_gu)
+    _store_backward_tile(dgu_ptr, h_ptr, dgate, dup, h, offs_m, offs_n, M, N, WRITE_H, INTERPRETED_BF16)
 
 
 # --------------------------------------------------------------------------------------------------------------
 # Launch configurations: few candidates, timed once per shape
 # --------------------------------------------------------------------------------------------------------------
 # Measured on an H200 (bf16, docs/fused-mlp.md), at 8192 tokens x 768 -> 3072 and 16 x 512 tokens x 4096 ->
-# 11008. Without h to write: 64 x 128 tiles, a program per tile so that two share an SM and one's epilogue overlaps
-# the other's GEMM (126 us at the post's shape, cuBLAS's plain dh GEMM 60 us; 1681 us at the larger one), or
-# 128 x 128 tiles on a persistent grid (146-148 us, 1624-1628 us). Writing h costs 171 us at the post's shape.
-# The epilogue's tiles go through TMA (shared memory staging); stores straight from registers were slower, and
-# reading the pre-activations before the K loop only helped without TMA (163 us), with it the registers spill.
+# 11008. Without h to write: 64 x 128 tiles, a program per tile so that several share an SM and one's epilogue may
+# overlap another's GEMM (114 us at the post's shape, where cuBLAS's plain dh GEMM takes 60 us), or 128 x 128 tiles
+# (about 146 us there; 1581 us at the larger shape, against 1111 us for cuBLAS's GEMM alone). Writing h costs 34
+# us more at the post's shape. The epilogue's tiles go through TMA (shared memory staging); stores straight from
+# registers were slower, and reading the pre-activations before the K loop only helped without TMA, with it the
+# registers spill.
 TMA_CONFIGS = [
-    _config(64, 128, 64, 3, 4, FLATTEN=False, EPILOGUE_TMA=True, PREFETCH_GATE_UP=False, ONE_TILE_EACH=True),
-    _config(128, 128, 64, 3, 8, group_m=16, FLATTEN=False, EPILOGUE_TMA=True, PREFETCH_GATE_UP=False),
-    _config(128, 128, 64, 3, 8, FLATTEN=False, EPILOGUE_TMA=True, PREFETCH_GATE_UP=False),
-    _config(64, 128, 64, 2, 4, FLATTEN=False, EPILOGUE_TMA=True, PREFETCH_GATE_UP=False, ONE_TILE_EACH=True),
-    _config(128, 128, 64, 3, 8, FLATTEN=False, EPILOGUE_TMA=False, PREFETCH_GATE_UP=True),
+    _config(64, 128, 64, 3, 4, EPILOGUE_TMA=True, PREFETCH_GATE_UP=False, ONE_TILE_EACH=True),
+    _config(128, 128, 64, 3, 8, group_m=16, EPILOGUE_TMA=True, PREFETCH_GATE_UP=False),
+    _config(128, 128, 64, 3, 8, EPILOGUE_TMA=True, PREFETCH_GATE_UP=False),
+    _config(128, 64, 64, 3, 4, EPILOGUE_TMA=True, PREFETCH_GATE_UP=False, ONE_TILE_EACH=True),
+    _config(128, 128, 64, 3, 8, EPILOGUE_TMA=False, PREFETCH_GATE_UP=True),
 ]
 POINTER_CONFIGS = [
     _config(128, 64, 64, 3, 8),
     _config(64, 64, 64, 3, 4),
     _config(32, 64, 64, 4, 4),
 ]
-# Under the interpreter: each epilogue path once (the persistent loop, TMA tiles; plain loads read early).
+# Under the interpreter: each path once (the persistent loop with TMA tiles, with plain loads read early; a
+# program per tile).
 INTERPRETER_TMA_CONFIGS = [
-    _config(16, 16, 16, 1, 4, group_m=2, FLATTEN=True, EPILOGUE_TMA=True, PREFETCH_GATE_UP=False),
-    _config(16, 16, 16, 1, 4, group_m=2, FLATTEN=False, EPILOGUE_TMA=False, PREFETCH_GATE_UP=True),
+    _config(16, 16, 16, 1, 4, group_m=2, EPILOGUE_TMA=True, PREFETCH_GATE_UP=False),
+    _config(16, 16, 16, 1, 4, group_m=2, EPILOGUE_TMA=False, PREFETCH_GATE_UP=True),
+    _config(16, 16, 16, 1, 4, group_m=2, EPILOGUE_TMA=True, PREFETCH_GATE_UP=False, ONE_TILE_EACH=True),
 ]
 _INTERPRETER_POINTER_CONFIG = _config(16, 16, 16, 1, 4, group_m=2)
 
@@ -227,8 +248,8 @@ def geglu_gemm_backward(
 
     dy: [M, K]; w_down: [K, N] (down_proj.weight); gate_up: contiguous [M, 2N], the forward's pre-activations
     interleaved (`geglu_gemm(..., gate_up_out=...)`). All bfloat16 or all float16. Returns dgate_up [M, 2N]
-    (the gradient of gate_up, interleaved the same way) and h [M, N], recomputed (None with recompute_h=False,
-    when the forward kept its own h). Products accumulate in fp32 and
+    (the gradients of g and u, side by side: dg = dgate_up[:, :N], du = dgate_up[:, N:]) and h [M, N],
+    recomputed (None with recompute_h=False, when the forward kept its own h). Products accumulate in fp32 and
     the derivative is taken on fp32 values: each output is rounded once.
     """
     if dy.dtype not in SUPPORTED_DTYPES or w_down.dtype != dy.dtype or gate_up.dtype != dy.dtype:
@@ -257,14 +278,15 @@ def geglu_gemm_backward(
 
         def launch(c):
             kwargs = dict(c.kwargs)
-            one_tile_each = kwargs.pop("ONE_TILE_EACH", False)  # a program per tile: several share an SM
+            one_tile_each = kwargs.setdefault("ONE_TILE_EACH", False)
             bm, bn, bk = kwargs["BLOCK_M"], kwargs["BLOCK_N"], kwargs["BLOCK_K"]
             tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
             _geglu_backward_tma_kernel[(tiles if one_tile_each else min(num_programs_max, tiles),)](
                 TensorDescriptor.from_tensor(dy, [bm, bk]),
                 TensorDescriptor.from_tensor(w_down, [bk, bn]),
                 TensorDescriptor.from_tensor(gate_up, [bm, 2 * bn]),
-                TensorDescriptor.from_tensor(dgate_up, [bm, 2 * bn]),
+                TensorDescriptor.from_tensor(dgate_up[:, :N], [bm, bn]),
+                TensorDescriptor.from_tensor(dgate_up[:, N:], [bm, bn]),
                 TensorDescriptor.from_tensor(h, [bm, bn]) if recompute_h else None,
                 gate_up, dgate_up, h,
                 M, N, K, **kwargs, WRITE_H=recompute_h, FAST_TANH=fast_tanh, INTERPRETED_BF16=interpreted_bf16,
