@@ -245,3 +245,41 @@ def test_check_trace_prints_marks_evidence_and_known_reasons():
     assert text.count("✓") == 2 and text.count("✗") == 2
     assert "known reason: on Hopper (sm90)" in text
     assert "5 in each of 3 steps" in text
+
+
+# --- P1-16: the CPU's cost of a compiled step against its eager twin ---------------------------------------------
+
+H200_01 = Path(__file__).resolve().parent / "fixtures" / "h200" / "traces" / "01_matmul_add"
+
+
+def _slowed_steps(events, names, extra_us):
+    """Each named ProfilerStep made `extra_us` longer on the CPU, as if another process had taken the CPU for that
+    long inside it: every event from the step's end on moves later."""
+    for name in names:
+        step = next(e for e in events if e.get("name") == name and e.get("ph") == "X")
+        end = float(step["ts"]) + float(step["dur"])
+        for e in events:
+            if "ts" in e and float(e["ts"]) >= end:
+                e["ts"] = float(e["ts"]) + extra_us
+        step["dur"] = float(step["dur"]) + extra_us
+
+
+def test_compiled_cpu_cost_compares_with_the_eager_twin_and_a_busy_machine_does_not_flip_it(tmp_path):
+    compiled = tmp_path / "4096_bf16_cold_compile.json.gz"
+    shutil.copy(H200_01 / "4096_bf16_cold_compile.json.gz", compiled)
+    slowed = edited(H200_01 / "4096_bf16_cold_eager.json.gz", tmp_path / "slowed.json",
+                    lambda events: _slowed_steps(events, ["ProfilerStep#2", "ProfilerStep#3"], 5000.0))
+    with gzip.open(tmp_path / "4096_bf16_cold_eager.json.gz", "wt") as f:  # where the compiled run's twin is
+        f.write(slowed.read_text())
+    outcome = ex.more_cpu_than_eager().check(read_trace(compiled))
+    # Two of the eager run's three steps slowed by 5 ms: its fastest step still says what eager costs.
+    assert outcome.ok is True, outcome.evidence
+    assert "compiled 120.8 µs, eager 48.4 µs" in outcome.evidence
+
+
+def test_compiled_cpu_cost_fails_when_the_compiled_run_is_the_cheaper(tmp_path):
+    # The eager trace under the compiled run's name, and the compiled one as its twin: compile "costs less".
+    shutil.copy(H200_01 / "4096_bf16_cold_eager.json.gz", tmp_path / "4096_bf16_cold_compile.json.gz")
+    shutil.copy(H200_01 / "4096_bf16_cold_compile.json.gz", tmp_path / "4096_bf16_cold_eager.json.gz")
+    outcome = ex.more_cpu_than_eager().check(read_trace(tmp_path / "4096_bf16_cold_compile.json.gz"))
+    assert outcome.ok is False and "compiled 48.4 µs, eager 120.8 µs" in outcome.evidence
