@@ -274,7 +274,7 @@ def main(argv=None):
 
     # Guess first, then look: what this training step's trace shows.
     expected = expectations(args, run.device.type)
-    lesson.announce(expected, run)
+    lesson.announce(expected, run, compiled_already=True)
 
     # The profile, as the posts write it: five steps, the last three recorded, no synchronize inside.
     with profile(

@@ -116,6 +116,8 @@ def test_compile_on_a_cpu_fuses_the_backwards_pointwise_work_and_is_checked_firs
     check = next(line for line in out.splitlines() if line.startswith("output and gradient check against fp32"))
     assert check.endswith("✓") and "dx" in check and "d down_proj.weight" in check, check
     assert "diff it:" in out and TRACES["eager"] in out.split("diff it:", 1)[1].splitlines()[0]
+    # The step ran once before the profile: its first step compiles nothing, and the lesson does not say it does.
+    assert "profiling 5 steps: the last 3 are recorded" in out, out
 
 
 @pytest.mark.slow

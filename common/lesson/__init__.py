@@ -175,10 +175,13 @@ def trace_tag(parts: Sequence[Any], *, compiled: bool, dtype: str, device: torch
     return "_".join(parts)
 
 
-def announce(expectations: Sequence[Expectation], run: Run) -> None:
-    """The guesses first; then one line on what the profile is about to do (outside the recorded steps)."""
+def announce(expectations: Sequence[Expectation], run: Run, compiled_already: bool = False) -> None:
+    """The guesses first; then one line on what the profile is about to do (outside the recorded steps).
+
+    compiled_already: the lesson ran its step once before the profile, so the profile's first step compiles
+    nothing."""
     print_expectations(expectations, console=console)
-    compiling = "the first compiles the forward, " if run.compiled else ""
+    compiling = "the first compiles the forward, " if run.compiled and not compiled_already else ""
     console.print(
         f"profiling {STEPS} steps: {compiling}the last {ACTIVE} are recorded "
         f"(ProfilerStep#{WAIT + WARMUP}..#{STEPS - 1})"
