@@ -22,7 +22,7 @@ liger-kernel package when the Hub cannot be reached. One line says which one was
 Run `03_simple_mlp.py` with the same sizes first (eager and `--compile`): two checks compare with its traces.
 """
 
-from common.errors import UsageError, exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
+from common.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
 import torch
 from torch.profiler import profile, record_function, schedule
 
@@ -84,15 +84,7 @@ def main(argv=None):
     torch.manual_seed(0)
     reference = SimpleGeGLUMLP(args.dim, args.hidden).to(run.device, run.dtype).eval()
     x = torch.randn(args.batch, args.seq, args.dim, device=run.device, dtype=run.dtype)
-    mlp = liger.build(args.dim, args.hidden)
-    try:
-        mlp.load_state_dict(reference.state_dict())  # strict: gate_proj, up_proj, down_proj, nothing else
-    except RuntimeError as err:
-        raise UsageError(
-            f"{liger.origin}: its LigerGEGLUMLP does not hold SimpleGeGLUMLP's three weights "
-            f"({str(err).splitlines()[0]})"
-        ) from None
-    mlp = mlp.to(run.device, run.dtype).eval()
+    mlp = liger.build_holding(reference, args.dim, args.hidden).to(run.device, run.dtype).eval()
     outputs_agree = lesson.check_output("LigerGEGLUMLP", mlp, reference, x)
     if args.compile:
         mlp = torch.compile(mlp)

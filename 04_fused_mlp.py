@@ -23,35 +23,18 @@ also trains, which `05_train_mlp.py --variant fused` profiles. It runs in bf16 o
 compiles the kernel and times a few launch configurations, outside the profiled steps.
 """
 
-from common.errors import UsageError, exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
+from common.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
 import torch
 from torch.profiler import profile, record_function, schedule
 
 from common import lesson
 from common.mlp import POST_SIZES, SimpleGeGLUMLP
 from common.mlp.fused import FusedGeGLUMLP
+from common.mlp.fused import require_runnable as require_fused_runnable
 from common.mlp.simple import forward_elements
-from common.mlp.triton_ops.geglu import INTERPRETING
 from common.traces import expect as ex
 
 LABEL = "fused_mlp_fwd"
-
-# Triton's interpreter runs every program of the grid in Python: fine for a few tiles, hours for the post's shape.
-INTERPRETER_MAX_MACS = 2**26
-
-
-def require_runnable(args, device):
-    if device.type != "cuda" and not INTERPRETING:
-        raise UsageError(
-            "the fused MLP is a Triton kernel: it needs a CUDA GPU, or TRITON_INTERPRET=1 to run it in Triton's "
-            "interpreter on the CPU (tiny sizes, e.g. --batch 2 --seq 4 --dim 64 --hidden 128)"
-        )
-    macs = args.batch * args.seq * args.dim * args.hidden * 3
-    if device.type != "cuda" and macs > INTERPRETER_MAX_MACS:
-        raise UsageError(
-            f"{macs:.1e} multiply-adds per forward is too much for Triton's interpreter: "
-            "try --batch 2 --seq 4 --dim 64 --hidden 128"
-        )
 
 
 FUSED_KERNEL = r"_geglu_gemm"
@@ -78,7 +61,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     sizes = [args.batch, args.seq, args.dim, args.hidden]
     run = lesson.setup(__file__, args, label=LABEL, tag=sizes, dtypes=("bf16", "fp16"))
-    require_runnable(args, run.device)
+    require_fused_runnable(*sizes, run.device)
 
     # The post's module, then the fused one with its weights, checked against an fp32 run before profiling.
     # The reference and the fused module (with its interleaved gate/up copy) and an fp32 check: three forwards.

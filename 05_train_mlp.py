@@ -51,19 +51,16 @@ from common import lesson
 from common.cli import DTYPE_NAMES
 from common.mlp import POST_SIZES, SimpleGeGLUMLP
 from common.mlp.fused import FusedGeGLUMLP
+from common.mlp.fused import require_runnable as require_fused_runnable
 from common.mlp.liger import SOURCES, require_runnable, resolve_liger_geglu_mlp
 from common.mlp.saved import saved_for_backward
 from common.mlp.simple import forward_elements
-from common.mlp.triton_ops.geglu import INTERPRETING
 from common.traces import expect as ex
 
 FORWARD, BACKWARD, OPTIMIZER = "mlp_fwd", "mlp_bwd", "optimizer_step"
 VARIANTS = ("eager", "liger", "fused")
 OPTIMIZERS = {"adamw": {}, "adamw-fused": {"fused": True}}  # torch.optim.AdamW's keyword arguments
 FUSED_DTYPES = ("bf16", "fp16")
-
-# Triton's interpreter runs every program of the grid in Python: fine for a few tiles, hours for the post's shape.
-INTERPRETER_MAX_MACS = 2**26
 
 
 def require_valid(args):
@@ -79,39 +76,12 @@ def require_valid(args):
         raise UsageError(f"--variant fused runs its Triton kernels in bf16 or fp16, not {args.dtype}")
 
 
-def require_fused_runnable(args, device):
-    if device.type != "cuda" and not INTERPRETING:
-        raise UsageError(
-            "the fused MLP is a Triton kernel: it needs a CUDA GPU, or TRITON_INTERPRET=1 to run it in Triton's "
-            "interpreter on the CPU (tiny sizes, e.g. --batch 2 --seq 4 --dim 64 --hidden 128)"
-        )
-    macs = args.batch * args.seq * args.dim * args.hidden * 3
-    if device.type != "cuda" and macs > INTERPRETER_MAX_MACS:
-        raise UsageError(
-            f"{macs:.1e} multiply-adds per forward is too much for Triton's interpreter: "
-            "try --batch 2 --seq 4 --dim 64 --hidden 128"
-        )
-
-
 def training_elements(batch, seq, dim, hidden, optimizer):
     """Elements a training step holds at its peak: a forward's (the weights, x, y, g, u, h, m), the weights'
     gradients (and AdamW's two moments per weight), the target, and the backward's dy, dm, dh, dg, du and dx."""
     tokens, weights = batch * seq, 3 * dim * hidden
     gradients_and_state = weights * (3 if optimizer else 1)
     return forward_elements(batch, seq, dim, hidden) + gradients_and_state + tokens * (3 * dim + 4 * hidden)
-
-
-def liger_layer(liger, reference, args, run):
-    """Liger's layer built as the post builds it, holding the reference's weights (03_kernels_mlp.py's recipe)."""
-    mlp = liger.build(args.dim, args.hidden)
-    try:
-        mlp.load_state_dict(reference.state_dict())  # strict: gate_proj, up_proj, down_proj, nothing else
-    except RuntimeError as err:
-        raise UsageError(
-            f"{liger.origin}: its LigerGEGLUMLP does not hold SimpleGeGLUMLP's three weights "
-            f"({str(err).splitlines()[0]})"
-        ) from None
-    return mlp.to(run.device, run.dtype)
 
 
 def saved_guess(args):
@@ -211,7 +181,7 @@ def main(argv=None):
         lesson.console.print(liger.describe(), soft_wrap=True, markup=False)
         require_runnable(liger, run.device)
     if args.variant == "fused":
-        require_fused_runnable(args, run.device)
+        require_fused_runnable(*sizes, run.device)
 
     # Training holds the weights, their gradients, AdamW's state and the saved activations; the other variants add
     # an fp32 run of the same step for the check.
@@ -225,7 +195,7 @@ def main(argv=None):
     x = torch.randn(args.batch, args.seq, args.dim, device=run.device, dtype=run.dtype, requires_grad=True)
     target = torch.randn(args.batch, args.seq, args.dim, device=run.device, dtype=run.dtype)
     if args.variant == "liger":
-        model = liger_layer(liger, reference, args, run)
+        model = liger.build_holding(reference, args.dim, args.hidden).to(run.device, run.dtype)
     elif args.variant == "fused":
         model = FusedGeGLUMLP.from_module(reference)
         if not any(p.requires_grad for p in model.parameters()):

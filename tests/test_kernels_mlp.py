@@ -190,6 +190,16 @@ def test_local_layer_gets_the_simple_mlps_weights(kernel_repo):
     torch.testing.assert_close(layer(x), reference(x))  # ...the same weights agree
 
 
+def test_a_layer_built_holding_the_simple_mlps_weights_agrees_and_a_mismatch_is_one_line(kernel_repo):
+    torch.manual_seed(0)
+    reference = SimpleGeGLUMLP(8, 16)
+    _, resolved = build_liger_geglu_mlp(8, 16, kernel_repo=kernel_repo)
+    x = torch.randn(2, 3, 8)
+    torch.testing.assert_close(resolved.build_holding(reference, 8, 16)(x), reference(x))
+    with pytest.raises(UsageError, match=r"does not hold SimpleGeGLUMLP's three weights \(Error\(s\) in loading"):
+        resolved.build_holding(SimpleGeGLUMLP(8, 32), 8, 16)  # other sizes: the state dict does not fit
+
+
 # --- the Hub unreachable: the package, named --------------------------------------------------------
 
 

@@ -14,6 +14,7 @@ import pytest
 import torch
 from conftest import requires_cuda, run_script
 
+import common.mlp.fused
 from common import lesson
 from common.mlp import SimpleGeGLUMLP
 from common.mlp.accuracy import TOLERANCES, check_backward
@@ -158,7 +159,8 @@ BAD_FLAGS = [
 @pytest.mark.parametrize("flags,says", BAD_FLAGS, ids=[f for f, _ in BAD_FLAGS])
 def test_flags_that_do_not_go_together_are_one_line_and_exit_2(flags, says, tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    monkeypatch.setattr(LESSON, "INTERPRETING", False)  # read when Triton's module loads: this process's may differ
+    # read when Triton's module loads: this process's may differ
+    monkeypatch.setattr(common.mlp.fused, "INTERPRETING", False)
     with pytest.raises(SystemExit) as stop:
         LESSON.main([*shlex.split(TINY), *shlex.split(flags), "--device", "cpu", "--trace_dir", str(tmp_path)])
     assert stop.value.code == 2

@@ -120,22 +120,20 @@ _liger: dict = {}  # the resolved layer (or why none), looked up once per run: t
 
 
 def build_liger(mlp: torch.nn.Module) -> Forward:
-    from common.mlp.liger import build_liger_geglu_mlp, require_runnable
+    from common.mlp.liger import require_runnable, resolve_liger_geglu_mlp
 
     hidden, dim = mlp.gate_proj.weight.shape
     if "error" in _liger:
         raise _liger["error"]
     if "resolved" not in _liger:
         try:
-            layer, _liger["resolved"] = build_liger_geglu_mlp(dim, hidden)
+            _liger["resolved"] = resolve_liger_geglu_mlp()
         except UsageError as err:
             _liger["error"] = err
             raise
         console.print(f"[dim]{escape(_liger['resolved'].describe())}[/dim]", soft_wrap=True)
-    else:
-        layer = _liger["resolved"].build(dim, hidden)
     require_runnable(_liger["resolved"], mlp.gate_proj.weight.device)
-    layer.load_state_dict(mlp.state_dict())  # strict: the same three weights, nothing else
+    layer = _liger["resolved"].build_holding(mlp, dim, hidden)
     weight = mlp.gate_proj.weight
     return layer.to(weight.device, weight.dtype)
 

@@ -24,8 +24,28 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from common.mlp.triton_ops.geglu import SUPPORTED_DTYPES, geglu_gemm, interleave_gate_up
+from common.errors import UsageError
+from common.mlp.triton_ops.geglu import INTERPRETING, SUPPORTED_DTYPES, geglu_gemm, interleave_gate_up
 from common.mlp.triton_ops.geglu_backward import geglu_gemm_backward
+
+# Triton's interpreter runs every program of the grid in Python: fine for a few tiles, hours for the post's shape.
+INTERPRETER_MAX_MACS = 2**26
+
+
+def require_runnable(batch: int, seq: int, dim: int, hidden: int, device: torch.device) -> None:
+    """Raise UsageError (one line) if the fused kernels cannot run on `device` at these sizes: they need a CUDA
+    GPU, or Triton's interpreter (TRITON_INTERPRET=1) and sizes small enough for it."""
+    if device.type != "cuda" and not INTERPRETING:
+        raise UsageError(
+            "the fused MLP is a Triton kernel: it needs a CUDA GPU, or TRITON_INTERPRET=1 to run it in Triton's "
+            "interpreter on the CPU (tiny sizes, e.g. --batch 2 --seq 4 --dim 64 --hidden 128)"
+        )
+    macs = batch * seq * dim * hidden * 3
+    if device.type != "cuda" and macs > INTERPRETER_MAX_MACS:
+        raise UsageError(
+            f"{macs:.1e} multiply-adds per forward is too much for Triton's interpreter: "
+            "try --batch 2 --seq 4 --dim 64 --hidden 128"
+        )
 
 
 # torch.compile cannot trace the Triton launcher (host-side TMA descriptors, the per-shape tuning cache), so a

@@ -93,6 +93,19 @@ class ResolvedLayer:
         """The layer, constructed as the post does: `LigerGEGLUMLP(Config(...))`, weights on the CPU."""
         return self.layer_class(Config(hidden_size=hidden_size, intermediate_size=intermediate_size))
 
+    def build_holding(self, reference: nn.Module, hidden_size: int, intermediate_size: int) -> nn.Module:
+        """The layer, built as the post does, holding `reference`'s weights (a SimpleGeGLUMLP's state dict, loaded
+        strictly: gate_proj, up_proj, down_proj, nothing else); UsageError (one line) if it does not hold them."""
+        layer = self.build(hidden_size, intermediate_size)
+        try:
+            layer.load_state_dict(reference.state_dict())
+        except RuntimeError as err:
+            raise UsageError(
+                f"{self.origin}: its LigerGEGLUMLP does not hold SimpleGeGLUMLP's three weights "
+                f"({str(err).splitlines()[0]})"
+            ) from None
+        return layer
+
 
 def build_liger_geglu_mlp(
     hidden_size: int,
