@@ -15,8 +15,8 @@ tile of the pre-activations (g and u, saved by the forward interleaved as the we
   up_proj's (two contiguous halves, which autograd takes as they are), and the input gradient two GEMMs
   accumulating into one output, dg @ W_gate + du @ W_up. Written interleaved, as g and u are read, the two weight
   gradients were every other row of that GEMM's output, and autograd copied each into `.grad` (2 x 6 us at the
-  post's shape, 2 x 118 us at a 7B-sized layer on an H200); the epilogue's two [BLOCK_M, BLOCK_N] stores also
-  run faster than one interleaved [BLOCK_M, 2 x BLOCK_N] store (110 against 124 us at the post's shape);
+  post's shape, 2 x 118 us at a 7B-sized layer on an H200). The kernel itself takes as long either way (two
+  [BLOCK_M, BLOCK_N] stores or one interleaved [BLOCK_M, 2 x BLOCK_N]: 128.5 against 128.7 us there);
 * h = gelu_tanh(g) * u [M, N], recomputed rather than saved (the down projection's weight gradient, dy.T @ h,
   needs it): one more [M, N] write here instead of one more [M, N] tensor held from forward to backward.
 
