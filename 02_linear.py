@@ -9,13 +9,13 @@ work around it.
     uv run 02_linear.py --batch 1024 --in_dim 32 --out_dim 64 --compile
 """
 
-from common.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
+from profiling_in_pytorch.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
 import torch
 from torch import nn
 from torch.profiler import profile, record_function, schedule
 
-from common import lesson
-from common.traces import expect as ex
+from profiling_in_pytorch import lesson
+from profiling_in_pytorch.traces import expect as ex
 
 LABEL = "linear_fwd"
 

@@ -12,7 +12,7 @@ and multiply into one Triton kernel, `triton_poi_fused__unsafe_view_gelu_mul_0`.
     uv run 03_simple_mlp.py --batch 64 --seq 128 --dim 768 --hidden 3072 --compile
     uv run 03_simple_mlp.py --record_shapes          # each aten::mm's input shapes (costs CPU time per op)
 
-The module, as the post writes it (it lives in common/mlp/simple.py, where lessons 03_kernels and 04, the
+The module, as the post writes it (it lives in profiling_in_pytorch/mlp/simple.py, where lessons 03_kernels and 05, the
 benchmark and the tests import it; a test keeps this copy identical):
 
     class SimpleGeGLUMLP(nn.Module):
@@ -31,14 +31,14 @@ benchmark and the tests import it; a test keeps this copy identical):
             return y
 """
 
-from common.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
+from profiling_in_pytorch.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
 import torch
 from torch.profiler import profile, record_function, schedule
 
-from common import lesson
-from common.mlp import POST_SIZES, SimpleGeGLUMLP
-from common.mlp.simple import forward_elements
-from common.traces import expect as ex
+from profiling_in_pytorch import lesson
+from profiling_in_pytorch.mlp import POST_SIZES, SimpleGeGLUMLP
+from profiling_in_pytorch.mlp.simple import forward_elements
+from profiling_in_pytorch.traces import expect as ex
 
 LABEL = "mlp_fwd"
 

@@ -15,34 +15,34 @@ The variants (all compute the post's `SimpleGeGLUMLP` forward with the same weig
     max-autotune     torch.compile(mode="max-autotune-no-cudagraphs"): Inductor also tunes Triton GEMMs
     reduce-overhead  torch.compile(mode="reduce-overhead"): the same kernels, replayed from a CUDA graph
     liger            Liger's LigerGEGLUMLP (loaded as 03_kernels_mlp.py loads it): a hand-written GeGLU kernel
-    fused            FusedGeGLUMLP (04_fused_mlp.py): gate and up GEMM with the GeGLU in its epilogue, then down
+    fused            FusedGeGLUMLP (05_fused_mlp.py): gate and up GEMM with the GeGLU in its epilogue, then down
 
 Once per run, the ceilings: a large GEMM and a large copy, measured in this run, on this machine. Then for each
-shape and variant, in this order (`measure()` in common/bench/measure.py follows it step by step):
+shape and variant, in this order (`measure()` in profiling_in_pytorch/bench/measure.py follows it step by step):
 
 1. The first call, timed on its own: compilation, autotuning and JIT happen here, never in the timed runs.
 2. Warm-up forwards, and the peak memory they take (torch.cuda.max_memory_allocated above what was allocated).
-3. Correct first: the output is compared with the same MLP in fp32 (common/mlp/accuracy.py, the rule the lessons
+3. Correct first: the output is compared with the same MLP in fp32 (profiling_in_pytorch/mlp/accuracy.py, the rule the lessons
    and tests use). A variant that disagrees is WRONG, not timed.
 4. GPU time per forward with CUDA events, L2 flushed and the CPU's issue time hidden: median, p20-p80.
 5. Back to back: forwards in a loop, as a decode loop runs them, and what each costs the CPU to issue.
-6. Kernels and launches per forward, from a short torch.profiler run read with `common.traces`.
+6. Kernels and launches per forward, from a short torch.profiler run read with `profiling_in_pytorch.traces`.
 
 Then a table per shape, a few sentences on who sets the pace (the CPU or the GPU, by trace-report's verdict rule),
 and the files: a JSON and a CSV of every number, and a PNG of the speedups, in `--out` (default bench_results/).
 
-With --train, each call is a training step's work instead (common/bench/training.py): gradients set to None, the
+With --train, each call is a training step's work instead (profiling_in_pytorch/bench/training.py): gradients set to None, the
 forward on an x that requires grad, y.backward(dy) with a fixed dy. Per variant: the first call, the peak memory of
 one call, the check of the output and of every gradient against fp32, the time per call with the same timers, and
 what the forward saves for the backward. reduce-overhead is forward only here and says so.
 
 Without a GPU, eager and compile run at small shapes with a CPU timer; the others are named with the reason.
-How each number is taken lives in common/bench/ (timers, rows, words, files); this file is the run itself.
+How each number is taken lives in profiling_in_pytorch/bench/ (timers, rows, words, files); this file is the run itself.
 """
 
 from __future__ import annotations
 
-from common.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
+from profiling_in_pytorch.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
 
 import sys
 from dataclasses import asdict
@@ -51,16 +51,16 @@ from pathlib import Path
 import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from common.bench import output, prose
-from common.bench.measure import Settings, measure
-from common.bench.output import console
-from common.bench.pace import pace_story
-from common.bench.rows import Row, add_speedups
-from common.bench.shapes import Shape, parse_shapes
-from common.bench.table import shape_table, train_table
-from common.bench.timing import measure_ceilings
-from common.bench.training import measure_training, warm_autograd
-from common.bench.variants import (
+from profiling_in_pytorch.bench import output, prose
+from profiling_in_pytorch.bench.measure import Settings, measure
+from profiling_in_pytorch.bench.output import console
+from profiling_in_pytorch.bench.pace import pace_story
+from profiling_in_pytorch.bench.rows import Row, add_speedups
+from profiling_in_pytorch.bench.shapes import Shape, parse_shapes
+from profiling_in_pytorch.bench.table import shape_table, train_table
+from profiling_in_pytorch.bench.timing import measure_ceilings
+from profiling_in_pytorch.bench.training import measure_training, warm_autograd
+from profiling_in_pytorch.bench.variants import (
     Variant,
     build_compiled,
     build_cuda_graphed,
@@ -70,12 +70,12 @@ from common.bench.variants import (
     needs_cuda_in_half,
     parse_variants,
 )
-from common.cli import DTYPE_NAMES, ArgumentParser, positive_int
-from common.files import writable_dir
-from common.lesson.device import describe_device, dtype_name, pick_device, pick_dtype, require_fit
-from common.mlp import SimpleGeGLUMLP
-from common.mlp.accuracy import TOLERANCES, fp32_reference
-from common.mlp.simple import forward_elements
+from profiling_in_pytorch.cli import DTYPE_NAMES, ArgumentParser, positive_int
+from profiling_in_pytorch.files import writable_dir
+from profiling_in_pytorch.lesson.device import describe_device, dtype_name, pick_device, pick_dtype, require_fit
+from profiling_in_pytorch.mlp import SimpleGeGLUMLP
+from profiling_in_pytorch.mlp.accuracy import TOLERANCES, fp32_reference
+from profiling_in_pytorch.mlp.simple import forward_elements
 
 # --------------------------------------------------------------------------------------------------------------
 # The shapes: tokens = batch x seq rows through a dim -> hidden -> dim MLP.
@@ -122,7 +122,7 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--variants", type=lambda text: parse_variants(text, VARIANTS), default=None,
                         help=f"comma-separated, or 'all' (default): {', '.join(VARIANTS)}; eager always runs, "
                         "as the baseline")
-    # The lessons' --dtype and --device (common.cli.add_common_flags), checked by the same pick_* functions.
+    # The lessons' --dtype and --device (profiling_in_pytorch.cli.add_common_flags), checked by the same pick_* functions.
     parser.add_argument("--dtype", choices=DTYPE_NAMES, default=None,
                         help="default: bf16 on a GPU, fp32 on a CPU")
     parser.add_argument("--device", choices=("cpu", "cuda"), default=None,

@@ -16,19 +16,19 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 # Real traces from an H200 (torch 2.11, CUDA 13, bf16), none synchronized inside a step: the post's MLP eager and
 # compiled and nn.Linear(32, 64), in the post's order; and under h200/traces/, every post command as the lessons
-# wrote it (their own file names), with 04_fused_mlp.py at 8 tokens (cuBLAS splits the down projection's K there:
+# wrote it (their own file names), with 05_fused_mlp.py at 8 tokens (cuBLAS splits the down projection's K there:
 # a GEMM and a splitKreduce_kernel).
 H200_EAGER = FIXTURES / "h200" / "mlp_eager.json.gz"
 H200_COMPILED = FIXTURES / "h200" / "mlp_compile.json.gz"
 H200_LINEAR = FIXTURES / "h200" / "linear_eager.json.gz"
-H200_FUSED_DECODE = FIXTURES / "h200" / "traces" / "04_fused_mlp" / "8_1_768_3072_eager.json.gz"
+H200_FUSED_DECODE = FIXTURES / "h200" / "traces" / "05_fused_mlp" / "8_1_768_3072_eager.json.gz"
 
 if str(ROOT) not in sys.path:  # lessons are importable by name: importlib.import_module("03_simple_mlp")
     sys.path.insert(0, str(ROOT))
 
 from profiled_traces import profile_cpu_mlp  # noqa: E402
 
-from common.traces import read_trace  # noqa: E402  (after the sys.path line above)
+from profiling_in_pytorch.traces import read_trace  # noqa: E402  (after the sys.path line above)
 
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

@@ -8,13 +8,13 @@ import torch
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from common.lesson.profiling import profile_steps
+from profiling_in_pytorch.lesson.profiling import profile_steps
 
 
 def profile_cpu_mlp(path: Path, *, with_steps: bool = True, label: str = "mlp_fwd") -> Path:
     """Profile forwards of a 16 -> 32 -> 16 GeGLU MLP on the CPU and export the Chrome trace.
 
-    with_steps: the lessons' profile (common.lesson.profiling: ProfilerStep#2..#4, each under `label`); without,
+    with_steps: the lessons' profile (profiling_in_pytorch.lesson.profiling: ProfilerStep#2..#4, each under `label`); without,
     one plain profile of 3 forwards and no ProfilerStep events.
     """
     torch.manual_seed(0)

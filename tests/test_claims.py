@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, load_trace, run_script
 
-from common.traces import expect as ex
-from common.traces import read_trace
+from profiling_in_pytorch.traces import expect as ex
+from profiling_in_pytorch.traces import read_trace
 
 H200 = FIXTURES / "h200" / "traces"
 LESSON_01, LESSON_02, LESSON_03, LESSON_KERNELS = (

@@ -15,8 +15,8 @@ from conftest import H200_FUSED_DECODE as FUSED_DECODE
 from conftest import H200_LINEAR as LINEAR
 from rich.console import Console
 
-from common.traces import expect as ex
-from common.traces import read_trace
+from profiling_in_pytorch.traces import expect as ex
+from profiling_in_pytorch.traces import read_trace
 
 
 def console() -> Console:
@@ -115,8 +115,8 @@ def test_hopper_launches_differ_from_the_posts_a100(linear, tmp_path):
 
 
 def test_fused_lesson_at_decode_meets_a_split_k_down_projection_and_says_why():
-    """04_fused_mlp.py at 8 tokens on the H200: cuBLAS splits K of the down projection, so 3 kernels, not 2."""
-    lesson = importlib.import_module("04_fused_mlp")
+    """05_fused_mlp.py at 8 tokens on the H200: cuBLAS splits K of the down projection, so 3 kernels, not 2."""
+    lesson = importlib.import_module("05_fused_mlp")
     out = console()
     failed = ex.check_trace(lesson.expectations("cuda"), FUSED_DECODE, "cuda", console=out)
     text = out.file.getvalue()

@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 from conftest import interpreter_results_of, load_trace, requires_cuda, run_script, stderr_lines
 
-from common.mlp import SimpleGeGLUMLP
-from common.mlp.accuracy import check_output, relative_error
+from profiling_in_pytorch.mlp import SimpleGeGLUMLP
+from profiling_in_pytorch.mlp.accuracy import check_output, relative_error
 
 # (tokens, hidden K, intermediate N): one token; K and N odd (no TMA: rows not 16-byte aligned); K = 40 with
 # BLOCK_K 16 (a partial K tile) and M = 37 (partial row tiles); tiles that fit exactly; 9 tiles over the 2
@@ -32,8 +32,8 @@ def _reference_h(x, w_gate, w_up):
 
 def _interpreter_worker() -> None:
     """Runs in the child process (TRITON_INTERPRET=1): every case, one JSON object on stdout."""
-    from common.mlp.fused import FusedGeGLUMLP
-    from common.mlp.triton_ops import geglu_gemm, interleave_gate_up, uses_tma
+    from profiling_in_pytorch.mlp.fused import FusedGeGLUMLP
+    from profiling_in_pytorch.mlp.triton_ops import geglu_gemm, interleave_gate_up, uses_tma
 
     results = {}
     for dtype_name, dtype in DTYPES.items():
@@ -104,7 +104,7 @@ def test_geglu_gemm_matches_fp64_under_the_interpreter(interpreter_results, case
     assert case in interpreter_results, sorted(interpreter_results)
     r = interpreter_results[case]
     assert not r["nan"], "some outputs were never written"
-    assert r["ok"], r  # the project's correctness rule (common.mlp.accuracy)
+    assert r["ok"], r  # the project's correctness rule (profiling_in_pytorch.mlp.accuracy)
     # and a property of rounding h once from fp32, where the eager way rounds four times: no further from fp64 than
     # eager, plus slack
     assert r["rel"] <= max(1.5 * r["eager_rel"], 1e-3), r
@@ -122,7 +122,7 @@ def test_fused_module_matches_the_eager_module_under_the_interpreter(interpreter
 
 
 def test_fused_module_has_the_simple_modules_parameters():
-    from common.mlp.fused import FusedGeGLUMLP
+    from profiling_in_pytorch.mlp.fused import FusedGeGLUMLP
 
     simple = SimpleGeGLUMLP(8, 16)
     fused = FusedGeGLUMLP.from_module(simple)
@@ -143,7 +143,7 @@ def test_a_weight_edited_in_place_reaches_the_next_forward(interpreter_results, 
 
 
 def test_fused_module_refuses_fp32():
-    from common.mlp.fused import FusedGeGLUMLP
+    from profiling_in_pytorch.mlp.fused import FusedGeGLUMLP
 
     fused = FusedGeGLUMLP(8, 16)
     with pytest.raises(TypeError, match="bfloat16 or float16"):
@@ -160,14 +160,14 @@ NO_INTERPRETER = {"TRITON_INTERPRET": "0"}
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message a machine without a GPU gets")
 def test_lesson_without_gpu_or_interpreter_says_so_in_one_line(tmp_path):
-    result = run_script("04_fused_mlp.py", *TINY, "--trace_dir", str(tmp_path), env=NO_INTERPRETER)
+    result = run_script("05_fused_mlp.py", *TINY, "--trace_dir", str(tmp_path), env=NO_INTERPRETER)
     lines = stderr_lines(result)
     assert result.returncode == 2 and len(lines) == 1, result.stderr
     assert "GPU" in lines[0] and "TRITON_INTERPRET=1" in lines[0]
 
 
 def test_lesson_refuses_fp32_in_one_line(tmp_path):
-    result = run_script("04_fused_mlp.py", *TINY, "--dtype", "fp32", "--trace_dir", str(tmp_path),
+    result = run_script("05_fused_mlp.py", *TINY, "--dtype", "fp32", "--trace_dir", str(tmp_path),
                         env={"TRITON_INTERPRET": "1"})
     lines = stderr_lines(result)
     assert result.returncode == 2 and len(lines) == 1, result.stderr
@@ -175,10 +175,10 @@ def test_lesson_refuses_fp32_in_one_line(tmp_path):
 
 
 def test_lesson_runs_under_the_interpreter(tmp_path):
-    result = run_script("04_fused_mlp.py", *TINY, "--device", "cpu", "--trace_dir", str(tmp_path),
+    result = run_script("05_fused_mlp.py", *TINY, "--device", "cpu", "--trace_dir", str(tmp_path),
                         env={"TRITON_INTERPRET": "1"})  # bf16, the first dtype the kernel runs in
     assert result.returncode == 0, result.stderr
-    trace = load_trace(tmp_path / "04_fused_mlp" / "2_3_40_24_eager_cpu.json")
+    trace = load_trace(tmp_path / "05_fused_mlp" / "2_3_40_24_eager_cpu.json")
     names = [e["name"] for e in trace["traceEvents"]]
     assert names.count("fused_mlp_fwd") == 3
     assert "aten::gelu" not in names and "aten::mul" not in names  # the activation is inside the kernel
@@ -197,7 +197,7 @@ GPU_SHAPES = [(8, 1, 768, 3072), (64, 128, 768, 3072), (16, 512, 4096, 11008), (
 @pytest.mark.parametrize("dtype_name", list(DTYPES))
 @pytest.mark.parametrize("shape", GPU_SHAPES, ids=lambda s: "x".join(str(v) for v in s if v))
 def test_fused_module_matches_eager_on_gpu(shape, dtype_name):
-    from common.mlp.fused import FusedGeGLUMLP
+    from profiling_in_pytorch.mlp.fused import FusedGeGLUMLP
 
     batch, seq, dim, hidden = shape
     dtype = DTYPES[dtype_name]
@@ -219,7 +219,7 @@ def test_fused_module_matches_eager_on_gpu(shape, dtype_name):
 @pytest.mark.parametrize("kernel", ["tma", "pointer"])
 @pytest.mark.parametrize("mkn", [(1000, 776, 1032), (37, 200, 300), (1, 768, 3072), (300, 64, 96)])
 def test_both_kernels_on_ragged_shapes_on_gpu(kernel, mkn):
-    from common.mlp.triton_ops import geglu_gemm, interleave_gate_up
+    from profiling_in_pytorch.mlp.triton_ops import geglu_gemm, interleave_gate_up
 
     m, k, n = mkn
     if kernel == "tma" and (torch.cuda.get_device_capability()[0] < 9 or k % 8 or n % 8):
@@ -239,7 +239,7 @@ def test_both_kernels_on_ragged_shapes_on_gpu(kernel, mkn):
 @pytest.mark.gpu
 @requires_cuda
 def test_compiled_fused_module_matches_eager_fused_on_gpu():
-    from common.mlp.fused import FusedGeGLUMLP
+    from profiling_in_pytorch.mlp.fused import FusedGeGLUMLP
 
     torch.manual_seed(0)
     fused = FusedGeGLUMLP(768, 3072, device="cuda", dtype=torch.bfloat16)
@@ -251,8 +251,8 @@ def test_compiled_fused_module_matches_eager_fused_on_gpu():
 @pytest.mark.gpu
 @requires_cuda
 def test_decode_calls_launch_the_kept_kernel_and_match_the_first_call_on_gpu():
-    from common.mlp.triton_ops import geglu as ops
-    from common.mlp.triton_ops import geglu_gemm, interleave_gate_up
+    from profiling_in_pytorch.mlp.triton_ops import geglu as ops
+    from profiling_in_pytorch.mlp.triton_ops import geglu_gemm, interleave_gate_up
     torch.manual_seed(0)
     x = torch.randn(8, 768, device="cuda", dtype=torch.bfloat16)
     w = interleave_gate_up(*(torch.randn(3072, 768, device="cuda", dtype=torch.bfloat16) / 28 for _ in range(2)))

@@ -14,8 +14,8 @@ import torch
 import torch.nn.functional as F
 from conftest import interpreter_results_of, requires_cuda
 
-from common.mlp import SimpleGeGLUMLP
-from common.mlp.accuracy import check_output, relative_error
+from profiling_in_pytorch.mlp import SimpleGeGLUMLP
+from profiling_in_pytorch.mlp.accuracy import check_output, relative_error
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 # (tokens, hidden K, intermediate N): partial tiles at every edge (tiles are 16 under the interpreter), K and N
@@ -46,10 +46,10 @@ def _train_once(module, x, dy):
 
 def _interpreter_worker() -> None:
     """Runs in the child process (TRITON_INTERPRET=1): every case, one JSON object on stdout."""
-    from common.mlp.fused import FusedGeGLUMLP
-    from common.mlp.saved import saved_for_backward
-    from common.mlp.triton_ops import backward_uses_tma, geglu_gemm, geglu_gemm_backward, interleave_gate_up
-    from common.mlp.triton_ops.geglu_backward import INTERPRETER_TMA_CONFIGS
+    from profiling_in_pytorch.mlp.fused import FusedGeGLUMLP
+    from profiling_in_pytorch.mlp.saved import saved_for_backward
+    from profiling_in_pytorch.mlp.triton_ops import backward_uses_tma, geglu_gemm, geglu_gemm_backward, interleave_gate_up
+    from profiling_in_pytorch.mlp.triton_ops.geglu_backward import INTERPRETER_TMA_CONFIGS
 
     results = {}
     for dtype_name, dtype in DTYPES.items():
@@ -136,7 +136,7 @@ def test_forward_keeps_the_rounded_pre_activations(interpreter_results, case):
 
 
 def _backward_cases():
-    from common.mlp.triton_ops.geglu_backward import INTERPRETER_TMA_CONFIGS
+    from profiling_in_pytorch.mlp.triton_ops.geglu_backward import INTERPRETER_TMA_CONFIGS
 
     for d in DTYPES:
         for m, k, n in SHAPES:
@@ -182,7 +182,7 @@ GPU_SHAPES = [(8192, 768, 3072), (8192, 4096, 11008), (1000, 776, 1032), (300, 6
 @pytest.mark.parametrize("dtype_name", list(DTYPES))
 @pytest.mark.parametrize("shape", GPU_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_gradients_match_fp32_no_worse_than_eager_on_gpu(shape, dtype_name, recompute_h):
-    from common.mlp.fused import FusedGeGLUMLP
+    from profiling_in_pytorch.mlp.fused import FusedGeGLUMLP
 
     tokens, dim, hidden = shape
     dtype = DTYPES[dtype_name]

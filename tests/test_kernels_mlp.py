@@ -1,4 +1,4 @@
-"""03_kernels_mlp.py and common/liger.py: every kernel source, offline, run as a user runs them.
+"""03_kernels_mlp.py and profiling_in_pytorch/liger.py: every kernel source, offline, run as a user runs them.
 
 No test here touches the network. The Hub is made unreachable on purpose (HF_HUB_OFFLINE=1, or an endpoint
 on 127.0.0.1 that refuses connections); the local kernel repository is built in tmp_path and loaded by the
@@ -19,9 +19,9 @@ import pytest
 import torch
 from conftest import load_trace, requires_cuda, run_script, stderr_lines
 
-from common.errors import UsageError
-from common.mlp import SimpleGeGLUMLP
-from common.mlp.liger import (
+from profiling_in_pytorch.errors import UsageError
+from profiling_in_pytorch.mlp import SimpleGeGLUMLP
+from profiling_in_pytorch.mlp.liger import (
     HUB_PROBE_TIMEOUT_S,
     HUB_REPO,
     _hub_unreachable,

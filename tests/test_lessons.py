@@ -10,7 +10,7 @@ import pytest
 import torch
 from conftest import ROOT, load_trace, run_script, stderr_lines
 
-from common.mlp import SimpleGeGLUMLP
+from profiling_in_pytorch.mlp import SimpleGeGLUMLP
 
 SMALL = {
     "01_matmul_add.py": ["--size", "16"],
@@ -71,7 +71,7 @@ def test_the_module_is_the_posts():
 
 
 def test_lesson_03_shows_the_module_as_it_is_defined():
-    """The lesson's docstring carries the post's code for the reader; the module's one home is common/mlp."""
+    """The lesson's docstring carries the post's code for the reader; the module's one home is profiling_in_pytorch/mlp."""
     docstring = (ROOT / "03_simple_mlp.py").read_text().split('"""')[1]
     shown = textwrap.dedent(docstring.split("as the post writes it")[1].split("\n\n", 1)[1])
     source = inspect.getsource(SimpleGeGLUMLP)

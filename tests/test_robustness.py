@@ -17,7 +17,7 @@ import pytest
 from conftest import FIXTURES, ROOT, run_script, stderr_lines
 
 TRACE = FIXTURES / "h200" / "mlp_eager.json.gz"
-TRACE_REPORT = [sys.executable, "-m", "common.traces.report"]
+TRACE_REPORT = [sys.executable, "-m", "profiling_in_pytorch.traces.report"]
 
 
 def one_line(result, code: int) -> str:
@@ -50,7 +50,7 @@ def interrupt(args: list[str], *, after: str | None, delay: float, cwd: Path) ->
 
 def test_ctrl_c_while_torch_loads_is_one_line_and_130(tmp_path):
     # A torch that takes a minute to import, first on the path: the interrupt lands inside the lesson's imports,
-    # after `common.errors` (its first import) and before anything else.
+    # after `profiling_in_pytorch.errors` (its first import) and before anything else.
     slow = tmp_path / "slow_torch" / "torch"
     slow.mkdir(parents=True)
     (slow / "__init__.py").write_text("import time\ntime.sleep(60)\n")
@@ -170,9 +170,9 @@ def test_json_whose_fields_are_not_a_profilers_is_one_line(tmp_path):
     events = [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 2, "pid": [1], "tid": {"a": 1},
                "args": {"correlation": [1]}}]
     bad = write(tmp_path / "types.json", json.dumps({"traceEvents": events, "deviceProperties": 5}))
-    assert "not a well-formed torch.profiler trace" in one_line(run_script("-m", "common.traces.report", str(bad)), 2)
+    assert "not a well-formed torch.profiler trace" in one_line(run_script("-m", "profiling_in_pytorch.traces.report", str(bad)), 2)
     deep = write(tmp_path / "deep.json", '{"traceEvents": [' + "[" * 100_000 + "]" * 100_000 + "]}")
-    assert "nested too deeply" in one_line(run_script("-m", "common.traces.report", str(deep)), 2)
+    assert "nested too deeply" in one_line(run_script("-m", "profiling_in_pytorch.traces.report", str(deep)), 2)
 
 
 def test_non_finite_times_are_skipped_and_json_output_stays_json(tmp_path):
@@ -180,6 +180,6 @@ def test_non_finite_times_are_skipped_and_json_output_stays_json(tmp_path):
             ' {"ph": "X", "cat": "cpu_op", "name": "b", "ts": 2, "dur": 1, "pid": 1, "tid": 1},'
             ' {"ph": "X", "cat": "kernel", "name": "k", "ts": Infinity, "dur": 1, "pid": 0, "tid": 7}]}')
     trace = write(tmp_path / "nan.json", text)
-    result = run_script("-m", "common.traces.report", str(trace), "--json")
+    result = run_script("-m", "profiling_in_pytorch.traces.report", str(trace), "--json")
     assert result.returncode == 0, result.stderr
     json.loads(result.stdout, parse_constant=lambda name: pytest.fail(f"{name} in --json output"))

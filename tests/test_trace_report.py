@@ -13,13 +13,13 @@ from conftest import H200_EAGER as EAGER
 from conftest import H200_LINEAR as LINEAR
 from conftest import run_script
 
-from common.traces.report import main
+from profiling_in_pytorch.traces.report import main
 
 
 def trace_report(*args: str | Path, columns: int | None = None) -> subprocess.CompletedProcess:
-    """`python -m common.traces.report ARGS` from the repo root, as a user runs it (in a terminal this wide)."""
+    """`python -m profiling_in_pytorch.traces.report ARGS` from the repo root, as a user runs it (in a terminal this wide)."""
     env = {"COLUMNS": str(columns)} if columns else None
-    return run_script("-m", "common.traces.report", *map(str, args), env=env, timeout=60)
+    return run_script("-m", "profiling_in_pytorch.traces.report", *map(str, args), env=env, timeout=60)
 
 
 def test_report_on_the_eager_mlp():

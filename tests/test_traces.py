@@ -16,10 +16,10 @@ from conftest import H200_LINEAR as LINEAR
 from profiled_traces import profile_cpu_mlp
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
-from common.errors import UsageError
-from common.traces import diff, read_trace
-from common.traces import reader as traces
-from common.traces.kernel_names import decode, is_gemm, short_name, split_fused_ops
+from profiling_in_pytorch.errors import UsageError
+from profiling_in_pytorch.traces import diff, read_trace
+from profiling_in_pytorch.traces import reader as traces
+from profiling_in_pytorch.traces.kernel_names import decode, is_gemm, short_name, split_fused_ops
 
 
 @pytest.fixture(scope="module")

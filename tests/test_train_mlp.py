@@ -1,4 +1,4 @@
-"""Lesson 5, a training step: the lesson run as a user runs it on the CPU, its checks on CPU traces and on GPU-shaped
+"""Lesson 06, a training step: the lesson run as a user runs it on the CPU, its checks on CPU traces and on GPU-shaped
 traces built here (autograd's backward on its own thread), the gradient check, and every variant on a GPU."""
 
 from __future__ import annotations
@@ -14,16 +14,16 @@ import pytest
 import torch
 from conftest import requires_cuda, run_script
 
-import common.mlp.fused
-from common import lesson
-from common.mlp import SimpleGeGLUMLP
-from common.mlp.accuracy import TOLERANCES, check_backward
-from common.mlp.saved import saved_for_backward
-from common.traces import expect as ex
-from common.traces import read_trace
+import profiling_in_pytorch.mlp.fused
+from profiling_in_pytorch import lesson
+from profiling_in_pytorch.mlp import SimpleGeGLUMLP
+from profiling_in_pytorch.mlp.accuracy import TOLERANCES, check_backward
+from profiling_in_pytorch.mlp.saved import saved_for_backward
+from profiling_in_pytorch.traces import expect as ex
+from profiling_in_pytorch.traces import read_trace
 
-SCRIPT = "05_train_mlp.py"
-LESSON = importlib.import_module("05_train_mlp")
+SCRIPT = "06_train_mlp.py"
+LESSON = importlib.import_module("06_train_mlp")
 TINY = "--batch 2 --seq 4 --dim 32 --hidden 64"
 FORWARD, BACKWARD, OPTIMIZER = LESSON.FORWARD, LESSON.BACKWARD, LESSON.OPTIMIZER
 
@@ -45,7 +45,7 @@ def cpu_runs(tmp_path_factory):
     folder = tmp_path_factory.mktemp("train")
     results = {name: run_script(SCRIPT, *shlex.split(args), "--device", "cpu", "--trace_dir", str(folder), cwd=folder)
                for name, args in CPU_RUNS.items()}
-    return folder / "05_train_mlp", results
+    return folder / "06_train_mlp", results
 
 
 def marks(stdout: str) -> dict[str, str]:
@@ -160,7 +160,7 @@ BAD_FLAGS = [
 def test_flags_that_do_not_go_together_are_one_line_and_exit_2(flags, says, tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     # read when Triton's module loads: this process's may differ
-    monkeypatch.setattr(common.mlp.fused, "INTERPRETING", False)
+    monkeypatch.setattr(profiling_in_pytorch.mlp.fused, "INTERPRETING", False)
     with pytest.raises(SystemExit) as stop:
         LESSON.main([*shlex.split(TINY), *shlex.split(flags), "--device", "cpu", "--trace_dir", str(tmp_path)])
     assert stop.value.code == 2
@@ -435,7 +435,7 @@ def test_every_variant_trains_on_a_gpu_and_each_miss_is_explained(gpu_runs, name
 
 # --- the same checks on real H200 traces (torch 2.11, CUDA 13, bf16, the post's shape) -------------------------
 
-H200_TRACES = Path(__file__).resolve().parent / "fixtures" / "h200" / "traces" / "05_train_mlp"
+H200_TRACES = Path(__file__).resolve().parent / "fixtures" / "h200" / "traces" / "06_train_mlp"
 H200_RUNS = {  # file: the flags that made it
     "64_128_768_3072_eager.json.gz": flags(),
     "64_128_768_3072_compile.json.gz": flags(compile=True),

@@ -1,0 +1,165 @@
+"""Everything a run learns about one variant at one shape, in the order `benchmark_mlp.py`'s docstring lists:
+
+the first call, warm-up and peak memory, the check against fp32, GPU time with L2 flushed, forwards back to back,
+and kernels per forward (on a CPU: the first call, the check and a CPU timer). A variant that cannot run here is
+`skipped`, one that disagrees with fp32 is `WRONG` and not timed, one that raises is `failed`: each is a row.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from profiling_in_pytorch.bench.kernels import count_kernels
+from profiling_in_pytorch.bench.pace import paced_by
+from profiling_in_pytorch.bench.rows import Row
+from profiling_in_pytorch.bench.shapes import Shape
+from profiling_in_pytorch.bench.timing import Ceilings, back_to_back, cpu_timing, gpu_timing
+from profiling_in_pytorch.bench.variants import Variant
+from profiling_in_pytorch.errors import UsageError, first_line
+from profiling_in_pytorch.lesson.profiling import synchronize
+from profiling_in_pytorch.mlp.accuracy import check_output
+
+
+@dataclass
+class Settings:
+    device: torch.device
+    dtype: torch.dtype
+    warmup_ms: int
+    rep_ms: int
+    ceilings: Ceilings | None = None
+    train: bool = False  # --train: forward and backward per call (profiling_in_pytorch/bench/training.py)
+
+
+WARM_CALLS = 3  # after the first call: CUDA graph trees record on the second call and replay from the third
+ROTATE_BYTES = 256 << 20  # enough distinct input buffers to exceed any L2 when a loop cycles through them
+LOOP_TARGET_US = 10_000  # one back-to-back loop runs about this long, in at most LOOP_CALLS forwards:
+LOOP_CALLS = 100  # a few hundred launches, well under the ~1000 a stream queues before the CPU has to wait
+
+
+def rotating_inputs(shape: Shape, device, dtype) -> list[torch.Tensor]:
+    size = shape.tokens * shape.dim * torch.tensor([], dtype=dtype).element_size()
+    count = max(2, min(16, math.ceil(ROTATE_BYTES / size))) if device.type == "cuda" else 2
+    return [torch.randn(shape.batch, shape.seq, shape.dim, device=device, dtype=dtype) for _ in range(count)]
+
+
+def measure(
+    variant: Variant,
+    shape: Shape,
+    mlp: torch.nn.Module,
+    settings: Settings,
+    *,
+    x: torch.Tensor,
+    want: torch.Tensor,
+    status: Callable[[str], object],
+) -> Row:
+    """One variant built from `mlp`, checked on `x` against `want` (fp32), then timed; `status` shows each step."""
+    row = Row(shape.name, shape.batch, shape.seq, shape.dim, shape.hidden, variant.name)
+    device, on_gpu = settings.device, settings.device.type == "cuda"
+    why_not = variant.unavailable(device, settings.dtype)
+    if why_not:
+        row.status, row.reason = "skipped", why_not
+        return row
+    forward = None
+    try:
+        if variant.compiles:
+            torch._dynamo.reset()  # a clean cache: this compile is timed from scratch, not reused
+        forward = variant.build(mlp)
+        inputs = rotating_inputs(shape, device, settings.dtype)
+        cycle = itertools.count()
+
+        def next_forward():
+            return forward(inputs[next(cycle) % len(inputs)])
+
+        with torch.no_grad():
+            # 1. The first call, on its own: compilation, autotuning, Triton's JIT.
+            status(f"{shape.name} · {variant.name}: first call" + (" (compiling)" if variant.compiles else ""))
+            start = time.perf_counter()
+            forward(inputs[0])
+            synchronize(device)
+            row.first_call_s = time.perf_counter() - start
+
+            # 2. Warm-up and peak memory (reduce-overhead records its CUDA graph during these calls).
+            def warm():
+                for i in range(1, 1 + WARM_CALLS):
+                    forward(inputs[i % len(inputs)])
+
+            if on_gpu:
+                row.peak_mib = peak_memory_mib(warm)
+            else:
+                warm()
+
+            # 3. Correct first: on inputs it has not seen, and from the path we time (a graph replay, if any).
+            status(f"{shape.name} · {variant.name}: checking against fp32")
+            got = forward(x).clone()  # clone: a CUDA graph's output is overwritten by its next replay
+            accuracy = check_output(got, want, settings.dtype)
+            row.rel_error, row.tolerance = accuracy.error, accuracy.tolerance
+            del got
+            if not accuracy.ok:
+                row.status, row.reason = "WRONG", accuracy.describe()
+                return row
+
+            if on_gpu:
+                # 4. GPU time, L2 flushed before each call.
+                status(f"{shape.name} · {variant.name}: timing (CUDA events)")
+                timing = gpu_timing(next_forward, settings.warmup_ms, settings.rep_ms)
+
+                # 5. Back to back, with a warm L2 and the CPU in the loop.
+                status(f"{shape.name} · {variant.name}: timing back to back")
+                calls = max(10, min(LOOP_CALLS, int(LOOP_TARGET_US / max(timing.median_us, 1.0))))
+                loop = back_to_back(forward, inputs, calls)
+                row.loop_us, row.cpu_us = loop.per_forward_us, loop.cpu_us
+
+                # 6. Kernels per forward, profiled last so that no timing runs after the profiler in this
+                #    variant. A profile costs little; if the profiler fails, the timings still count.
+                status(f"{shape.name} · {variant.name}: profiling")
+                try:
+                    counts = count_kernels(forward, inputs)
+                    row.kernels, row.launches = counts.kernels, counts.launches
+                    row.gpu_busy_us, row.kernel_names = counts.gpu_busy_us, counts.names
+                    row.gpu_busy_fraction = min(1.0, counts.gpu_busy_us / loop.per_forward_us)
+                    row.paced_by = paced_by(loop.cpu_us, counts.gpu_busy_us, loop.per_forward_us)
+                except Exception as err:  # noqa: BLE001
+                    row.notes.append(f"no kernel counts: {failure_line(err)}")
+            else:
+                # On a CPU the forward runs on the thread that calls it: its time is the CPU's time.
+                status(f"{shape.name} · {variant.name}: timing (perf_counter)")
+                timing = cpu_timing(next_forward, settings.warmup_ms, settings.rep_ms)
+
+        row.time_us, row.time_p20_us, row.time_p80_us = timing.median_us, timing.p20_us, timing.p80_us
+        row.samples = timing.samples or None
+        tflops = shape.flops / (timing.median_us * 1e6)
+        row.tflops = tflops
+        ceilings = settings.ceilings
+        row.matmul_share = tflops / ceilings.matmul_tflops
+        row.roofline_share = ceilings.floor_us(shape.flops, shape.min_bytes(x.element_size())) / timing.median_us
+    except Exception as err:  # noqa: BLE001 - one variant failing (Liger missing, a compile error) is a result
+        row.status, row.reason = "failed", failure_line(err)
+    finally:
+        del forward
+        gc.collect()
+        if on_gpu:
+            torch.cuda.empty_cache()
+    return row
+
+
+def peak_memory_mib(run: Callable[[], object]) -> float:
+    """The most memory allocated during `run()` beyond what was allocated before it (weights, inputs)."""
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    run()
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - before) / 2**20
+
+
+def failure_line(err: BaseException) -> str:
+    """A failure as one line: the exception's type and first line (a UsageError's line is already for people)."""
+    line = first_line(err)
+    return line if isinstance(err, UsageError) or line == type(err).__name__ else f"{type(err).__name__}: {line}"

@@ -1,0 +1,88 @@
+"""The posts' profiling recipe: five steps, three recorded, and the export that writes their trace.
+
+`schedule(wait=1, warmup=1, active=3, repeat=1)`: step 0 is skipped (it pays for lazy initialisation and, with
+torch.compile, for compilation), step 1 warms the profiler up, and steps 2..4 are recorded as
+`ProfilerStep#2..#4`. The lessons write this block out where the reader sees it; the benchmark's kernel
+count and the tests call `profile_steps`, the same recipe as a function.
+
+No step synchronizes the GPU, as in the posts' scripts: the CPU runs ahead and the trace shows it. The
+trace reader gives each kernel to the step whose CPU window holds its launch, so per-step counts stay right.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+from profiling_in_pytorch.files import temporary_sibling, write_atomically
+
+# Kineto logs its own stages, its "USDT: profiler_start/stop" marks (level 5) and, on a machine without a GPU, a
+# scary "gpuGetDeviceCount failed" ERROR (level 4); 6 is above them all, so stderr keeps what the user must read.
+# It reads the variable when the first profile starts; a value the user set wins.
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+
+# torch warns once per process, on some runs, that a profiler "clears events at the end of each cycle": with
+# repeat=1 there is one cycle, so nothing is lost, and the line would be noise on a successful run's stderr.
+warnings.filterwarnings("ignore", message="Warning: Profiler clears events at the end of each cycle")
+
+WAIT, WARMUP, ACTIVE = 1, 1, 3
+STEPS = WAIT + WARMUP + ACTIVE
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the GPU: after a profile or around a timing, never inside a recorded step."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def profile_steps(
+    run_step: Callable[[int], Any],
+    device: torch.device,
+    *,
+    label: str | None = None,
+    record_shapes: bool = False,
+) -> profile:
+    """Call `run_step(step)` for each of the five steps under the profiler, each under `label` if given.
+
+    `record_shapes` stays off by default, as in the post: collecting every op's input shapes costs CPU time
+    per op, enough to turn a GPU-bound step into one that looks overhead-bound in the trace.
+    """
+    activities = [ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    with profile(
+        activities=activities,
+        schedule=schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1),
+        record_shapes=record_shapes,
+    ) as prof:
+        for step in range(STEPS):
+            if label is None:
+                run_step(step)
+            else:
+                with record_function(label):
+                    run_step(step)
+            prof.step()
+    synchronize(device)
+    return prof
+
+
+def export_trace(prof: profile, path: Path, trace_name: str) -> None:
+    """Write the Chrome trace whole or not at all, with `trace_name` in place of the path Kineto puts there.
+
+    Kineto stores the absolute export path in `traceName`; a trace that is shared should not carry it.
+    """
+    raw = temporary_sibling(path)
+    try:
+        prof.export_chrome_trace(str(raw))
+        with open(raw, encoding="utf-8") as f:
+            trace = json.load(f)
+        trace["traceName"] = trace_name
+        write_atomically(path, json.dumps(trace))
+    finally:
+        raw.unlink(missing_ok=True)

@@ -1,0 +1,11 @@
+"""The MLPs the lessons profile and the benchmark times, and their kernels.
+
+`simple` is the post's `SimpleGeGLUMLP` (the eager baseline), `fused` our `FusedGeGLUMLP` (gate/up GEMM with the
+GeGLU in its epilogue), `liger` finds Liger's `LigerGEGLUMLP` (the Hub, a local kernel repository, or the
+liger-kernel package), and `triton_ops` holds the Triton kernels apart from the modules that call them. This
+package may import torch, triton and `profiling_in_pytorch.errors`; nothing that profiles, reports or times.
+"""
+
+from profiling_in_pytorch.mlp.simple import POST_SIZES, SimpleGeGLUMLP
+
+__all__ = ["POST_SIZES", "SimpleGeGLUMLP"]

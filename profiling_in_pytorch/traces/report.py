@@ -1,0 +1,380 @@
+"""`trace-report`: print the post's tables for any torch.profiler trace, or diff two traces.
+
+    uv run trace-report traces/03_simple_mlp/64_128_768_3072_eager.json
+    uv run trace-report EAGER.json COMPILED.json          # kernels only in one, in both, step times
+    uv run trace-report TRACE.json --json                  # the same content, for programs
+
+For each active step (`ProfilerStep#N`): the GPU work in time order, each with the op that launched it,
+its duration and share of the step's GPU time; the runtime calls; the CPU ops that launched nothing.
+Then what happened outside the steps (the profiler's closing synchronize), one row per kernel across steps
+(the post's "avg CUDA" table), what each kernel's name says, and a verdict: overhead-bound or compute-bound,
+with the numbers behind it, starting from the two totals under `prof.key_averages().table()`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from typing import Sequence
+
+from rich.markup import escape
+from rich.table import Table
+
+from profiling_in_pytorch.cli import ArgumentParser, count_or_zero
+from profiling_in_pytorch.console import Console
+from profiling_in_pytorch.errors import exits_cleanly
+from profiling_in_pytorch.traces.kernel_names import decode
+from profiling_in_pytorch.traces.reader import Step, Trace, TraceDiff, Verdict, diff, per_step_count, read_trace, runtime_rows
+
+DEFAULT_STEPS = 3
+DEFAULT_ROWS = 40
+
+
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(
+        prog="trace-report",
+        description="Read a torch.profiler Chrome trace (.json or .json.gz): kernels per step, the ops that "
+        "launched them, per-kernel stats, a verdict; with two traces, a diff of their kernels.",
+    )
+    parser.add_argument("trace", help="a Chrome trace written by torch.profiler (.json or .json.gz)")
+    parser.add_argument("other", nargs="?", help="a second trace: print what differs (e.g. eager vs --compile)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
+    parser.add_argument("--full_names", action="store_true", help="show kernel names whole, not shortened")
+    parser.add_argument(
+        "--steps",
+        type=_steps_flag,
+        default=DEFAULT_STEPS,
+        help=f"how many steps to print one by one: a number or 'all' (default: {DEFAULT_STEPS})",
+    )
+    parser.add_argument(
+        "--rows",
+        type=count_or_zero,
+        default=DEFAULT_ROWS,
+        help=f"rows per table; 0 for all (default: {DEFAULT_ROWS})",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return exits_cleanly(_main)(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    first = read_trace(args.trace)
+    second = read_trace(args.other) if args.other else None
+    rows = None if args.rows == 0 else args.rows
+    if args.json:
+        payload = first.to_dict() if second is None else {
+            "traces": [first.to_dict(), second.to_dict()],
+            "diff": diff(first, second).to_dict(),
+        }
+        # JSON has no NaN or Infinity: a value a trace could not give (a zero-length window) is null.
+        json.dump(_finite(payload), sys.stdout, indent=1, ensure_ascii=False, allow_nan=False)
+        sys.stdout.write("\n")
+        return 0
+    console = Console(highlight=False, width=_width())
+    if second is None:
+        print_report(first, console, full_names=args.full_names, steps=args.steps, rows=rows)
+    else:
+        print_diff(diff(first, second), console, full_names=args.full_names, rows=rows)
+    return 0
+
+
+def _finite(value):
+    """`value` with every non-finite float replaced by None, in dicts and lists at any depth."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
+
+
+# --- one trace -----------------------------------------------------------------------------------------------
+
+
+def print_report(
+    trace: Trace, console: Console, *, full_names: bool = False, steps: int | None = DEFAULT_STEPS, rows: int | None = DEFAULT_ROWS
+) -> None:
+    print_header(trace, console)
+    shown = trace.steps if steps is None else trace.steps[:steps]
+    for step in shown:
+        if trace.has_gpu:
+            print_gpu_step(step, console, full_names=full_names, rows=rows)
+        else:
+            print_cpu_step(step, console, rows=rows)
+    if len(shown) < len(trace.steps):
+        console.print(f"[dim]… {len(trace.steps) - len(shown)} more steps (--steps all to print them)[/dim]")
+    print_outside_steps(trace, console)
+    if trace.has_gpu:
+        print_kernel_stats(trace, console, full_names=full_names, rows=rows)
+        print_decoded(trace, console, full_names=full_names, rows=rows)
+    print_verdict(trace, console)
+
+
+def print_header(trace: Trace, console: Console) -> None:
+    where = trace.device or "no GPU in the trace"
+    if trace.from_profiler_steps:
+        names = [s.name for s in trace.steps]
+        span = names[0] if len(names) == 1 else f"{names[0]} … {names[-1]}"
+        steps = f"{len(names)} active step{'s' if len(names) != 1 else ''} ({span})"
+    else:
+        steps = "one step: the whole trace"
+    console.print(f"[bold]{escape(trace.name)}[/bold] · {escape(where)} · {escape(steps)}")
+    for note in trace.notes:
+        console.print(f"[yellow]note:[/yellow] {escape(note)}")
+
+
+def print_gpu_step(step: Step, console: Console, *, full_names: bool, rows: int | None) -> None:
+    kernels = step.kernels
+    others = _kind_counts(w.kind for w in step.gpu if w.kind != "kernel")
+    title = (
+        f"{step.name} · CPU {step.dur:,.1f} µs"
+        + (f" ({step.sync_us:,.1f} of them waiting in synchronize)" if step.sync_us else "")
+        + f" · GPU busy {step.gpu_busy_us:,.1f} µs · {len(kernels)} kernel{'s' if len(kernels) != 1 else ''}"
+        + f" ({len(step.gemms)} GEMM{'s' if len(step.gemms) != 1 else ''})"
+        + (f" + {others}" if others else "")
+    )
+    console.print(f"[bold]{escape(title)}[/bold]")
+    table = Table()
+    table.add_column("#", justify="right", style="dim")
+    table.add_column("kind")
+    table.add_column("GPU work", overflow="fold")
+    table.add_column("launched by", overflow="fold")
+    table.add_column("µs", justify="right")
+    table.add_column("share", justify="right")
+    total = step.gpu_time_us
+    for i, work in enumerate(_head(step.gpu, rows), 1):
+        name = work.name if full_names else work.short_name
+        share = f"{work.dur / total:.0%}" if total else "-"
+        table.add_row(str(i), work.kind, escape(name), escape(work.launched_by or "-"), f"{work.dur:,.1f}", share)
+    console.print(table)
+    _more(console, step.gpu, rows, "GPU work items")
+    calls = runtime_rows(step.runtime)
+    if calls:
+        text = ", ".join(f"{row['name']} ×{row['count']} ({row['total_us']:,.1f} µs)" for row in calls)
+        console.print(f"  runtime calls: {escape(text)}")
+    idle = step.idle_ops()
+    if idle:
+        text = ", ".join(f"{name} ×{n}" if n > 1 else name for name, n in idle.items())
+        console.print(f"  launched nothing (0 µs on the GPU): {escape(text)}")
+    console.print()
+
+
+def print_cpu_step(step: Step, console: Console, *, rows: int | None) -> None:
+    """No GPU lane: the CPU ops are all there is to read, as in the harness's CPU runs."""
+    ops = step.op_rows()
+    labels = step.op_names(labels=True)
+    title = f"{step.name} · CPU {step.dur:,.1f} µs · {sum(row['count'] for row in ops)} CPU ops"
+    if labels:
+        title += " · labels: " + ", ".join(f"{n} ×{c}" if c > 1 else n for n, c in labels.items())
+    console.print(f"[bold]{escape(title)}[/bold]")
+    table = Table()
+    table.add_column("CPU op", overflow="fold")
+    table.add_column("calls", justify="right")
+    table.add_column("CPU µs", justify="right")
+    table.add_column("self µs", justify="right")
+    ordered = sorted(ops, key=lambda row: row["cpu_us"], reverse=True)
+    for row in _head(ordered, rows):
+        table.add_row(escape(row["name"]), str(row["count"]), f"{row['cpu_us']:,.1f}", f"{row['self_us']:,.1f}")
+    console.print(table)
+    _more(console, ordered, rows, "ops")
+    console.print()
+
+
+def print_outside_steps(trace: Trace, console: Console) -> None:
+    """What no step holds: the profiler's closing synchronize above all, which the table counts as CPU time."""
+    calls: dict[str, list[float]] = {}
+    for call in trace.runtime_outside_steps:
+        row = calls.setdefault(call.name, [0, 0.0])
+        row[0] += 1
+        row[1] += call.dur
+    parts = [f"{name} ×{n} ({total:,.1f} µs)" for name, (n, total) in calls.items()]
+    if trace.ops_outside_steps:
+        parts.append(f"{len(trace.ops_outside_steps)} CPU ops and labels")
+    if trace.gpu_outside_steps:
+        n = len(trace.gpu_outside_steps)
+        parts.append(f"{n} GPU work item{'s' if n != 1 else ''} from outside the steps")
+    if not parts:
+        return
+    console.print(f"[bold]outside the steps:[/bold] {escape(', '.join(parts))}")
+    closing = trace.closing_sync
+    if closing is not None:
+        console.print(
+            f"  that {escape(closing.name)} is the profiler's flush: the CPU waiting for the GPU, yet Self CPU time "
+            "in the table"
+        )
+    console.print()
+
+
+def print_kernel_stats(trace: Trace, console: Console, *, full_names: bool, rows: int | None) -> None:
+    stats = trace.kernel_stats()
+    n = len(trace.steps)
+    grand = sum(s.total_us for s in stats)
+    console.print(f"[bold]GPU work across {n} step{'s' if n != 1 else ''}[/bold] (the post's avg CUDA table)")
+    shown = [s.name if full_names else s.short_name for s in stats]
+    table = Table()
+    table.add_column("GPU work", overflow="fold", min_width=_name_width(shown, console.width - 66))
+    table.add_column("launched by", overflow="fold", max_width=20)
+    table.add_column("calls", justify="right")
+    table.add_column("/step", justify="right")
+    table.add_column("avg µs", justify="right")
+    table.add_column("min–max", justify="right")
+    table.add_column("share", justify="right")
+    for s in _head(sorted(stats, key=lambda s: s.total_us, reverse=True), rows):
+        table.add_row(
+            escape(s.name if full_names else s.short_name),
+            escape(s.launched_by or "-"),
+            str(s.count),
+            per_step_count(s.count / n),
+            f"{s.avg_us:,.1f}",
+            f"{s.min_us:,.1f}–{s.max_us:,.1f}",
+            f"{s.total_us / grand:.0%}" if grand else "-",
+        )
+    console.print(table)
+    _more(console, stats, rows, "names")
+    console.print()
+
+
+def print_decoded(trace: Trace, console: Console, *, full_names: bool, rows: int | None) -> None:
+    names = [s.name for s in trace.kernel_stats() if s.kind == "kernel" and decode(s.name).describe()]
+    if not names:
+        return
+    console.print("[bold]What the kernel names say[/bold]")
+    table = Table()
+    table.add_column("kernel", overflow="fold")
+    table.add_column("decoded", overflow="fold")
+    for name in _head(names, rows):
+        table.add_row(escape(name if full_names else decode(name).short), escape(decode(name).describe()))
+    console.print(table)
+    _more(console, names, rows, "names")
+    console.print()
+
+
+def print_verdict(trace: Trace, console: Console) -> None:
+    v = trace.verdict()
+    if v.kind != "no GPU data":
+        print_verdict_numbers(v, console)
+    style = {"overhead-bound": "yellow", "compute-bound": "green"}.get(v.kind, "dim")
+    kind, _, rest = v.summary.partition(": ")
+    console.print(f"[bold]verdict:[/bold] [{style}]{kind}[/{style}]: {escape(rest)}")
+
+
+def print_verdict_numbers(v: Verdict, console: Console) -> None:
+    """The numbers the verdict weighs: the table's two totals, what the CPU total holds, the GPU lane."""
+    console.print(f"[bold]Who sets the pace[/bold] ({v.steps} step{'s' if v.steps != 1 else ''})")
+    table = Table()
+    table.add_column("number")
+    table.add_column("µs", justify="right")
+    table.add_column("per step", justify="right")
+    table.add_column("what it is", overflow="fold")
+    # No per-step figure for the CPU total: the closing synchronize belongs to no step.
+    table.add_row("Self CPU time total", f"{v.self_cpu_total_us:,.1f}", "", "as the table sums it: every CPU box's self time")
+    if v.closing_sync_us is not None:
+        table.add_row("  closing synchronize", f"{v.closing_sync_us:,.1f}", "", "of it: the profiler's flush after the last step, waiting for the GPU")
+    other_waits = v.sync_wait_us - (v.closing_sync_us or 0.0)
+    if other_waits > 0:
+        table.add_row("  other synchronize", f"{other_waits:,.1f}", "", "of it: waiting in the other synchronize calls")
+    issue = v.cpu_us_per_step * v.steps
+    table.add_row("CPU issuing work", f"{issue:,.1f}", f"{v.cpu_us_per_step:,.1f}", "the CPU total less the waits")
+    table.add_row("Self CUDA time total", f"{v.self_gpu_total_us:,.1f}", f"{v.self_gpu_total_us / v.steps:,.1f}", "kernels, memsets and memcpys, summed")
+    table.add_row("GPU busy", f"{v.gpu_busy_us_per_step * v.steps:,.1f}", f"{v.gpu_busy_us_per_step:,.1f}", "time with GPU work running, overlaps counted once")
+    table.add_row(
+        "GPU waiting on launches",
+        f"{v.launch_wait_us:,.1f}",
+        "",
+        f"{v.launch_waits} gap{'s' if v.launch_waits != 1 else ''}, {v.launch_wait_fraction:.0%} of the GPU's "
+        f"{v.gpu_window_us:,.1f} µs window: the next launch returned after the GPU ran dry",
+    )
+    if v.max_gpu_lag_us is not None:
+        table.add_row("GPU behind CPU, at most", f"{v.max_gpu_lag_us:,.1f}", "", "a GPU work's start minus its launch call's start")
+    console.print(table)
+
+
+# --- two traces ----------------------------------------------------------------------------------------------
+
+
+def print_diff(d: TraceDiff, console: Console, *, full_names: bool, rows: int | None) -> None:
+    a, b = d.first, d.second
+    print_header(a, console)
+    print_header(b, console)
+    per_a, per_b = a.kernel_names(), b.kernel_names()
+    console.print(f"[bold]kernels: {escape(a.name)} (A) vs {escape(b.name)} (B)[/bold]")
+    table = Table()
+    table.add_column("where")
+    table.add_column("kernel", overflow="fold")
+    table.add_column("A per step", justify="right")
+    table.add_column("B per step", justify="right")
+    listed = [("only in A", n) for n in d.only_in_first] + [("only in B", n) for n in d.only_in_second]
+    listed += [("in both, same name", n) for n in d.in_both]
+    for where, name in _head(listed, rows):
+        style = {"only in A": "red", "only in B": "green"}.get(where, "")
+        table.add_row(
+            f"[{style}]{where}[/{style}]" if style else where,
+            escape(name if full_names else decode(name).short),
+            per_step_count(per_a.get(name, 0.0)),
+            per_step_count(per_b.get(name, 0.0)),
+        )
+    console.print(table)
+    _more(console, listed, rows, "kernels")
+    if not a.has_gpu or not b.has_gpu:
+        console.print("[yellow]note:[/yellow] a trace without GPU work has no kernels to compare")
+    console.print(
+        f"byte-identical kernel names in both: {len(d.in_both)}; only in A: {len(d.only_in_first)}; "
+        f"only in B: {len(d.only_in_second)}"
+    )
+    for label, trace in (("A", a), ("B", b)):
+        line = f"step time {label}: CPU {trace.cpu_us_per_step():,.1f} µs per step"
+        if trace.has_gpu:
+            line += f", GPU busy {trace.gpu_busy_us_per_step():,.1f} µs per step"
+            line += f", {per_step_count(sum(len(s.kernels) for s in trace.steps) / len(trace.steps))} kernels per step"
+        console.print(line)
+    for label, trace in (("A", a), ("B", b)):
+        console.print(f"verdict {label}: {escape(trace.verdict().summary)}")
+
+
+# --- small helpers -------------------------------------------------------------------------------------------
+
+
+def _kind_counts(kinds) -> str:
+    counts: dict[str, int] = {}
+    for kind in kinds:
+        counts[kind] = counts.get(kind, 0) + 1
+    return ", ".join(f"{n} {kind}{'s' if n != 1 else ''}" for kind, n in counts.items())
+
+
+def _head(items, rows: int | None):
+    return items if rows is None else items[:rows]
+
+
+def _more(console: Console, items, rows: int | None, what: str) -> None:
+    if rows is not None and len(items) > rows:
+        console.print(f"[dim]… {len(items) - rows} more {what} (--rows 0 for all)[/dim]")
+
+
+def _name_width(names: Sequence[str], room: int) -> int:
+    """As wide as the longest name when the terminal has room: a folded kernel name is hard to read."""
+    return max(12, min(room, max((len(n) for n in names), default=12)))
+
+
+def _steps_flag(text: str) -> int | None:
+    if text == "all":
+        return None
+    try:
+        return count_or_zero(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected a number of steps (0 or more) or 'all', got {text!r}") from None
+
+
+def _width() -> int | None:
+    """A terminal's own width; 120 columns when piped, so kernel names do not fold at 80."""
+    return None if sys.stdout.isatty() or "COLUMNS" in os.environ else 120
+
+
+if __name__ == "__main__":
+    sys.exit(main())
