@@ -29,7 +29,9 @@ from rich.markup import escape
 from profiling_in_pytorch.console import Console
 from profiling_in_pytorch.files import twin_trace
 from profiling_in_pytorch.traces.kernel_names import METADATA_OPS, decode, split_fused_ops
-from profiling_in_pytorch.traces.reader import CpuOp, GpuWork, Step, Trace, per_step_count, read_trace
+from profiling_in_pytorch.traces.model import CpuOp, GpuWork, Step, Trace, per_step_count
+from profiling_in_pytorch.traces.pace import verdict
+from profiling_in_pytorch.traces.reader import read_trace
 
 OCCUPANCY_QUERY = "cudaOccupancyMaxActiveBlocksPerMultiprocessor"
 
@@ -182,7 +184,7 @@ def overhead_bound(claim: str = "") -> Expectation:
         if not trace.has_gpu:
             share = _cpu_math_share(trace)
             return Outcome(share < 0.5, _cpu_share_evidence(share))
-        v = trace.verdict()
+        v = verdict(trace)
         return Outcome(v.kind == "overhead-bound", v.summary)
 
     return Expectation("overhead-bound: Self CPU total ≫ Self CUDA total, the GPU mostly idle", check, claim)
@@ -195,7 +197,7 @@ def compute_bound(dominant: str = "GEMM", claim: str = "") -> Expectation:
         if not trace.has_gpu:
             share = _cpu_math_share(trace)
             return Outcome(share >= 0.5, _cpu_share_evidence(share))
-        v = trace.verdict()
+        v = verdict(trace)
         gpu = [w for w in trace.gpu_work()]
         total = sum(w.dur for w in gpu)
         top = sum(w.dur for w in gpu if w.is_gemm) if dominant == "GEMM" else 0.0
@@ -850,7 +852,7 @@ def op_runtime_calls(op: str, calls: Sequence[str], claim: str = "") -> Expectat
 
 # --- a training step: forward, backward, optimizer ---------------------------------------------------------
 #
-# Each check reads one labelled part of every step, a Phase (reader.Step.phase): the ops of every thread that
+# Each check reads one labelled part of every step, a Phase (model.Step.phase): the ops of every thread that
 # start inside the label's box, and the GPU work whose launch call does. A GPU's backward runs on autograd's own
 # thread, outside the label's tree but inside its time.
 
