@@ -3,7 +3,7 @@
 Each module holds one concern; imports go down this list, never up:
 
     report.py        the `trace-report` command: prints a trace, or the diff of two (terminal or --json)
-    expect.py        the posts' claims as checks of a trace, one function each
+    checks/          the posts' claims as checks of a trace, one function each, by concern (see checks/__init__)
     export.py        a trace as plain data: what --json prints
     compare.py       two traces side by side: `diff(a, b)` -> TraceDiff
     pace.py          who sets the pace: `verdict(trace)` -> Verdict (overhead-bound or compute-bound)

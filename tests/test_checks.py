@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import importlib
+import inspect
 import io
 import json
 import shutil
@@ -15,7 +16,7 @@ from conftest import H200_FUSED_DECODE as FUSED_DECODE
 from conftest import H200_LINEAR as LINEAR
 from rich.console import Console
 
-from profiling_in_pytorch.traces import expect as ex
+from profiling_in_pytorch.traces import checks as ex
 from profiling_in_pytorch.traces import read_trace
 
 
@@ -227,6 +228,14 @@ def test_kernel_claims_read_the_math_ops_on_a_cpu_trace(cpu_trace):
 
 
 # --- what the harness calls ----------------------------------------------------------------------------------
+
+
+def test_every_check_a_concern_module_defines_is_one_call_away():
+    for module in (ex.regime, ex.dispatch, ex.kernels, ex.training):
+        defined = {name for name, obj in vars(module).items()
+                   if inspect.isfunction(obj) and obj.__module__ == module.__name__ and not name.startswith("_")}
+        assert defined == set(module.__all__), (module.__name__, defined ^ set(module.__all__))
+        assert all(getattr(ex, name) is getattr(module, name) for name in defined)
 
 
 def test_announce_prints_the_guesses_first():
