@@ -14,6 +14,7 @@ from conftest import H200_COMPILED as COMPILED
 from conftest import H200_EAGER as EAGER
 from conftest import H200_FUSED_DECODE as FUSED_DECODE
 from conftest import H200_LINEAR as LINEAR
+from conftest import H200_SDPA_MATH as SDPA_MATH
 from rich.console import Console
 
 from profiling_in_pytorch.traces import checks as ex
@@ -73,6 +74,14 @@ def test_linear_expectations_hold(linear):
         outcome = expectation.check(linear)
         assert outcome.ok, (expectation.text, outcome.evidence)
     assert "_bias_" in ex.bias_in_gemm_epilogue().check(linear).evidence
+
+
+def test_kernel_counts_per_step_count_what_each_step_launched():
+    """SDPA's math backend on the H200: 20 kernels per forward, whatever the warmup step leaves running."""
+    trace = read_trace(SDPA_MATH)
+    for expectation in (ex.kernels_per_step(20), ex.gemms_per_step(2)):
+        outcome = expectation.check(trace)
+        assert outcome.ok, (expectation.text, outcome.evidence)
 
 
 # --- wrong guesses are ✗, with the reason when we know it ----------------------------------------------------

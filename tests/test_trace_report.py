@@ -11,6 +11,7 @@ import pytest
 from conftest import H200_COMPILED as COMPILED
 from conftest import H200_EAGER as EAGER
 from conftest import H200_LINEAR as LINEAR
+from conftest import H200_SDPA_MATH as SDPA_MATH
 from conftest import run_script
 
 from profiling_in_pytorch.traces.report import main
@@ -105,6 +106,22 @@ def test_json_of_a_diff():
     assert [t["trace"] for t in report["traces"]] == ["mlp_eager.json.gz", "mlp_compile.json.gz"]
     assert [k["name"] for k in report["diff"]["only_in_second"]] == ["triton_poi_fused__unsafe_view_gelu_mul_0"]
     assert len(report["diff"]["in_both"]) == 2
+
+
+def test_each_step_shows_the_kernels_its_cpu_launched():
+    # The warmup step's kernels that run inside the recorded steps (their launches unrecorded) are no step's.
+    run = trace_report(SDPA_MATH, "--steps", "all")
+    assert run.returncode == 0, run.stderr
+    titles = [line for line in run.stdout.splitlines() if line.startswith("ProfilerStep#")]
+    assert len(titles) == 3 and all("· 20 kernels" in title for title in titles), titles
+    rows = [line for line in run.stdout.split("outside the steps")[0].splitlines() if line.startswith("│")]
+    assert len(rows) > 60 and not any(row.split("│")[4].strip() == "-" for row in rows)  # launched by: every one known
+    assert "8 GPU work items from outside the steps" in run.stdout
+    report = json.loads(trace_report(SDPA_MATH, "--json").stdout)
+    assert [s["kernels"] for s in report["steps"]] == [20, 20, 20]
+    assert all(g["launched_by"] for s in report["steps"] for g in s["gpu"])
+    assert len(report["outside_steps"]["gpu"]) == 8
+    assert sum(k["count"] for k in report["kernels"] if k["kind"] == "kernel") == 3 * 20
 
 
 def test_cpu_trace_reports_cpu_ops_and_no_gpu(cpu_trace):

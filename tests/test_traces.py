@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from conftest import H200_EAGER as EAGER
 from conftest import H200_LINEAR as LINEAR
+from conftest import H200_SDPA_MATH as SDPA_MATH
 from profiled_traces import profile_cpu_mlp
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
@@ -291,6 +292,22 @@ def test_the_gpu_lane_runs_behind_the_cpu_lane(eager):
     assert lane[0].lag_us < 10.0
     assert lane[-1].lag_us > 250.0
     assert verdict(eager).max_gpu_lag_us == pytest.approx(max(w.lag_us for w in lane))
+
+
+def test_a_kernel_belongs_to_the_step_whose_cpu_launched_it():
+    # SDPA's math backend: the GPU runs ~5x behind the CPU, so the warmup step's (ProfilerStep#1) last kernels
+    # run during ProfilerStep#2..#4. Their launch calls were not recorded: they belong to no step.
+    trace = read_trace(SDPA_MATH)
+    first_launch = min(c.correlation for s in trace.steps for c in s.runtime if c.correlation is not None)
+    for step in trace.steps:
+        assert len(step.kernels) == 20, [w.short_name for w in step.kernels]
+        assert all(w.launch in step.runtime for w in step.gpu)
+        assert [w.name for w in step.kernels] == [w.name for w in trace.steps[0].kernels]
+    warmup = [w for w in trace.gpu_outside_steps if w.launch is None]
+    assert len(warmup) == 8 and all(w.correlation < first_launch for w in warmup)
+    assert warmup[-1].ts > trace.steps[2].ts  # the last of them runs in ProfilerStep#4, still the warmup's
+    assert len(trace.gpu_lane()) == 3 * 20 + 8
+    assert sum(trace.kernel_names().values()) == 20  # launches per step, the avg CUDA table's
 
 
 def test_time_waiting_in_synchronize_is_not_cpu_work(tmp_path):

@@ -279,7 +279,8 @@ class Trace:
     # What no step holds, in time order: above all the profiler's closing synchronize after the last step.
     runtime_outside_steps: list[RuntimeCall] = field(default_factory=list)
     ops_outside_steps: list[CpuOp] = field(default_factory=list)
-    gpu_outside_steps: list[GpuWork] = field(default_factory=list)  # launched outside the steps (or unlinked, run there)
+    # GPU work launched outside the steps, or before the recording (the warmup step's: no launch call in the trace)
+    gpu_outside_steps: list[GpuWork] = field(default_factory=list)
     # The table's "Self CPU time total": every CPU box's self time (ops, labels, ProfilerStep boxes,
     # runtime calls, in the steps or not). Computed while reading, where the boxes' threads are known.
     self_cpu_total_us: float = 0.0

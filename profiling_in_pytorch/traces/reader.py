@@ -11,7 +11,9 @@ and build the model (`model`):
   `aten::matmul`, inside `aten::linear`, inside `mlp_fwd`);
 - everything is grouped by `ProfilerStep#N`, the active steps of the profiler's schedule: a CPU box or runtime
   call belongs to the step its CPU timestamp falls in, and GPU work to the step of the call that launched it,
-  even when the GPU runs it later. A trace without `ProfilerStep` events is read as one step.
+  even when the GPU runs it later. GPU work whose launch call the trace names but does not hold was launched
+  before the recording began (the warmup step's, still running when the GPU is behind): it belongs to no step.
+  A trace without `ProfilerStep` events is read as one step.
 
 The table's "Self CPU time total" is summed here too (`_self_cpu_total`), where every box's thread is known.
 """
@@ -155,7 +157,7 @@ class _Collector:
             steps = [Step(WHOLE_TRACE, start, end - start)]
             notes.append("no ProfilerStep events: the whole trace is read as one step")
 
-        _link(self.runtime, self.gpu, self.flow_start, self.flow_end)
+        unrecorded = _link(self.runtime, self.gpu, self.flow_start, self.flow_end)
         self.flow_start.clear()
         self.flow_end.clear()
         launches = Counter(id(work.launch) for work in self.gpu if work.launch is not None)
@@ -178,8 +180,12 @@ class _Collector:
             (step.runtime if step is not None else runtime_outside).append(call)
         gpu_outside: list[GpuWork] = []
         for work in self.gpu:
-            # GPU work belongs to the step that launched it; without a launch, to the step it runs in.
-            step = _step_at(steps, starts, work.launch_ts if work.launch is not None else work.ts)
+            # GPU work belongs to the step whose CPU launched it, wherever it runs; work launched before the
+            # recording belongs to no step; only work the trace links to nothing goes to the step it runs in.
+            if work.launch is not None:
+                step = _step_at(steps, starts, work.launch_ts)
+            else:
+                step = None if id(work) in unrecorded else _step_at(steps, starts, work.ts)
             (step.gpu if step is not None else gpu_outside).append(work)
         for step in steps:
             step.gpu.sort(key=lambda w: w.ts)
@@ -253,12 +259,19 @@ def _nest(ops: list[CpuOp], runtime: list[RuntimeCall], launches: Counter) -> No
                 stack.append(item)
 
 
-def _link(runtime: list[RuntimeCall], gpu: list[GpuWork], flow_start: dict, flow_end: dict) -> None:
-    """Set each piece of GPU work's `launch`, its runtime call: by correlation id, else by the ac2g arrow."""
+def _link(runtime: list[RuntimeCall], gpu: list[GpuWork], flow_start: dict, flow_end: dict) -> set[int]:
+    """Set each piece of GPU work's `launch`, its runtime call: by correlation id, else by the ac2g arrow.
+
+    Returns the ids of the work whose launch the trace names (a correlation id, an arrow) but does not hold: work
+    launched before the profiler recorded the CPU, such as the warmup step's, which can run well into the first
+    recorded step when the GPU is behind (Part 3's math attention: 8 kernels, into ProfilerStep#4).
+    """
     by_corr = {call.correlation: call for call in runtime if call.correlation is not None}
     by_place = None
+    unrecorded: set[int] = set()
     for work in gpu:
         call = by_corr.get(work.correlation) if work.correlation is not None else None
+        flow_id = None
         if call is None and flow_end:
             flow_id = flow_end.get((work.pid, work.tid, work.ts))
             place = flow_start.get(flow_id) if flow_id is not None else None
@@ -267,6 +280,9 @@ def _link(runtime: list[RuntimeCall], gpu: list[GpuWork], flow_start: dict, flow
                     by_place = {(c.pid, c.tid, c.ts): c for c in runtime}
                 call = by_place.get((place[0], place[1], float(place[2])))
         work.launch = call
+        if call is None and (work.correlation is not None or flow_id is not None):
+            unrecorded.add(id(work))
+    return unrecorded
 
 
 def _self_cpu_total(boxes: list[tuple[Any, Any, float, float, bool]]) -> float:

@@ -213,6 +213,12 @@ def print_outside_steps(trace: Trace, console: Console) -> None:
             f"  that {escape(closing.name)} is the profiler's flush: the CPU waiting for the GPU, yet Self CPU time "
             "in the table"
         )
+    unlaunched = sum(1 for work in trace.gpu_outside_steps if work.launch is None)
+    if unlaunched:
+        console.print(
+            f"  {unlaunched} GPU work item{'s' if unlaunched != 1 else ''} with no launch call in the trace: launched "
+            "before the profiler recorded the CPU (the warmup step's, still running), no step's"
+        )
     console.print()
 
 
