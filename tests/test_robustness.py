@@ -182,4 +182,6 @@ def test_non_finite_times_are_skipped_and_json_output_stays_json(tmp_path):
     trace = write(tmp_path / "nan.json", text)
     result = run_script("-m", "profiling_in_pytorch.traces.report", str(trace), "--json")
     assert result.returncode == 0, result.stderr
-    json.loads(result.stdout, parse_constant=lambda name: pytest.fail(f"{name} in --json output"))
+    report = json.loads(result.stdout, parse_constant=lambda name: pytest.fail(f"{name} in --json output"))
+    note = "skipped 2 events trace-report cannot read: 1 with a dur that is not a finite number, 1 with a ts that is not a finite number"
+    assert stderr_lines(result) == [f"note: {trace}: {note}"] and report["notes"][-1] == note

@@ -151,6 +151,57 @@ def test_a_trace_without_profiler_steps_says_so(tmp_path):
     assert "15 kernels" in run.stdout
 
 
+def with_unreadable_events(tmp_path: Path) -> Path:
+    """The eager MLP's trace plus six events trace-report cannot use, each a copy of a real one with one field
+    broken: a pid that is a list or an object, args that are a string, a ts that is text, an ac2g arrow with a
+    list for its pid, a kernel whose correlation is a list."""
+    with gzip.open(EAGER, "rt") as f:
+        data = json.load(f)
+    events = data["traceEvents"]
+    op = next(e for e in events if e.get("cat") == "cpu_op")
+    kernel = next(e for e in events if e.get("cat") == "kernel")
+    arrow = next(e for e in events if e.get("ph") == "f" and e.get("cat") == "ac2g")
+    events += [
+        dict(op, pid=[op["pid"]]),
+        dict(op, pid={"id": op["pid"]}),
+        dict(op, args="Input Dims: [8192, 768]"),
+        dict(op, ts=str(op["ts"])),
+        dict(arrow, pid=[arrow["pid"]]),
+        dict(kernel, args=dict(kernel["args"], correlation=[kernel["args"]["correlation"]])),
+    ]
+    path = tmp_path / "unreadable.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_events_it_cannot_read_are_skipped_with_one_note(tmp_path):
+    path = with_unreadable_events(tmp_path)
+    run = trace_report(path)
+    assert run.returncode == 0, run.stderr
+    assert run.stderr.splitlines() == [
+        f"note: {path}: skipped 6 events trace-report cannot read: 3 with a pid that is not a number or string, "
+        "1 with args that are not an object, 1 with a ts that is not a finite number, "
+        "1 with a correlation that is not a number or string"
+    ]
+    clean = trace_report(EAGER)
+    assert run.stdout.replace(path.name, EAGER.name) == clean.stdout  # what it read is the trace without them
+
+
+def test_with_json_the_note_goes_into_the_json_too(tmp_path):
+    path = with_unreadable_events(tmp_path)
+    run = trace_report(path, "--json")
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert report["skipped_events"] == {
+        "a pid that is not a number or string": 3,
+        "args that are not an object": 1,
+        "a ts that is not a finite number": 1,
+        "a correlation that is not a number or string": 1,
+    }
+    assert report["notes"] == [run.stderr.strip().removeprefix(f"note: {path}: ")]
+    assert json.loads(trace_report(EAGER, "--json").stdout)["skipped_events"] == {}
+
+
 def _write(tmp_path: Path, name: str, data: bytes) -> Path:
     path = tmp_path / name
     path.write_bytes(data)

@@ -86,7 +86,8 @@ def trace_to_dict(trace: Trace) -> dict:
         },
         "kernels": kernels,
         "verdict": verdict(trace).to_dict(),
-        "notes": trace.notes,
+        "notes": trace.notes + ([trace.skipped_note] if trace.skipped_note else []),
+        "skipped_events": dict(trace.skipped_events),  # why -> how many events the reader could not use
     }
 
 

@@ -284,10 +284,20 @@ class Trace:
     # The table's "Self CPU time total": every CPU box's self time (ops, labels, ProfilerStep boxes,
     # runtime calls, in the steps or not). Computed while reading, where the boxes' threads are known.
     self_cpu_total_us: float = 0.0
+    # Events the reader could not use (a pid that is a list, args that are a string, ...): why -> how many.
+    skipped_events: Counter = field(default_factory=Counter)
 
     @property
     def name(self) -> str:
         return self.path.name
+
+    @property
+    def skipped_note(self) -> str | None:
+        """What the reader skipped, in one sentence, or None when it read every event it needs."""
+        if not self.skipped_events:
+            return None
+        n = sum(self.skipped_events.values())
+        return f"skipped {n} event{'s' if n != 1 else ''} trace-report cannot read: {skipped_reasons(self.skipped_events)}"
 
     @property
     def has_gpu(self) -> bool:
@@ -356,6 +366,11 @@ class Trace:
         """Kernel name -> launches per step (an average over the steps)."""
         counts = Counter(w.name for w in self.gpu_work() if w.kind == "kernel")
         return Counter({name: n / len(self.steps) for name, n in counts.items()})
+
+
+def skipped_reasons(skipped: Counter) -> str:
+    """Why events were skipped, most often first: `2 with a pid that is not a number or string, 1 with args ...`"""
+    return ", ".join(f"{count} with {why}" for why, count in skipped.most_common())
 
 
 def per_step_count(value: float) -> str:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from profiling_in_pytorch.errors import UsageError, first_line
-from profiling_in_pytorch.traces.model import WHOLE_TRACE, CpuOp, GpuWork, RuntimeCall, Step, Trace
+from profiling_in_pytorch.traces.model import WHOLE_TRACE, CpuOp, GpuWork, RuntimeCall, Step, Trace, skipped_reasons
 from profiling_in_pytorch.traces.source import TraceSource, open_text
 
 GPU_KINDS = {
@@ -44,6 +44,18 @@ OP_CATS = {"cpu_op", "operator"}
 ANNOTATION_CATS = {"user_annotation"}
 PYTHON_CATS = {"python_function"}  # with_stack=True: Python frames; they nest ops, the table leaves them out
 STEP_PREFIX = "ProfilerStep#"
+_KIND_OF_CAT = {
+    **{cat: "op" for cat in OP_CATS},
+    **{cat: "label" for cat in ANNOTATION_CATS},
+    **{cat: "runtime" for cat in RUNTIME_CATS},
+    **{cat: "gpu" for cat in GPU_KINDS},
+    **{cat: "python" for cat in PYTHON_CATS},
+}
+# What a field may be, by exact type (a bool is not a number here): pids, tids, ids and correlations are numbers or
+# strings (a list would not even be a dict key); times are numbers.
+_SCALAR = (int, float, str)
+_NUMBER = (int, float)
+_NAN = float("nan")
 
 
 def read_trace(path: str | Path) -> Trace:
@@ -65,6 +77,9 @@ def read_trace(path: str | Path) -> Trace:
         raise UsageError(f"{path}: the trace holds no events")
     if collector.timed == 0:
         raise UsageError(f"{path}: no timed events (\"ph\": \"X\"): not a trace from torch.profiler")
+    if collector.skipped and not (collector.ops or collector.runtime or collector.gpu or collector.steps):
+        reasons = skipped_reasons(collector.skipped)
+        raise UsageError(f"{path}: not a well-formed torch.profiler trace: none of the events it needs can be read ({reasons})")
     try:
         return collector.build(path, source.meta)
     except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as err:
@@ -88,6 +103,7 @@ class _Collector:
         self.python_frames: list[tuple[Any, Any, float, float]] = []  # pid, tid, ts, dur: for self times only
         self.flow_start: dict[Any, tuple] = {}  # ac2g id -> (pid, tid, ts) of the runtime call
         self.flow_end: dict[tuple, Any] = {}  # (pid, tid, ts) of the GPU work -> ac2g id
+        self.skipped: Counter = Counter()  # why -> how many events we could not use (a pid that is a list, ...)
 
     def add(self, ev: Any) -> None:
         if type(ev) is not dict:
@@ -97,53 +113,86 @@ class _Collector:
         if ph == "X":
             self.timed += 1
             cat = ev.get("cat")
-            if not isinstance(cat, str):
+            if type(cat) is not str:
+                self.skipped["a cat that is not a string"] += 1
                 return
             cat = cat.lower()
+            kind = _KIND_OF_CAT.get(cat)
+            if kind is None:
+                return  # a category we do not read
+            ts, dur, name, args = ev.get("ts"), ev.get("dur"), ev.get("name"), ev.get("args")
+            pid, tid = ev.get("pid"), ev.get("tid")
+            why = None
             try:
-                ts = float(ev["ts"])
-                dur = float(ev.get("dur") or 0.0)
-            except (KeyError, TypeError, ValueError, OverflowError):
+                ts = float(ts) if type(ts) in _NUMBER else _NAN
+            except OverflowError:  # an integer too large for a float
+                ts = _NAN
+            try:
+                dur = 0.0 if dur is None else float(dur) if type(dur) in _NUMBER else _NAN
+            except OverflowError:
+                dur = _NAN
+            if not math.isfinite(ts):  # NaN or Infinity: JSON that Python reads, but no time a profiler wrote
+                why = "a ts that is not a finite number"
+            elif not math.isfinite(dur):
+                why = "a dur that is not a finite number"
+            elif type(name) is not str:
+                why = "a name that is not a string"
+            elif pid is not None and type(pid) not in _SCALAR:
+                why = "a pid that is not a number or string"
+            elif tid is not None and type(tid) not in _SCALAR:
+                why = "a tid that is not a number or string"
+            elif args is None:
+                args = {}
+            elif type(args) is not dict:
+                why = "args that are not an object"
+            if why is None and (kind == "runtime" or kind == "gpu"):
+                correlation = args.get("correlation")
+                if correlation is not None and type(correlation) not in _SCALAR:
+                    why = "a correlation that is not a number or string"
+            if why is not None:
+                self.skipped[why] += 1
                 return
-            if not (math.isfinite(ts) and math.isfinite(dur)):
-                return  # NaN or Infinity: JSON that Python reads, but no time a profiler wrote
-            name = ev.get("name")
-            name = self.names.setdefault(name, name) if isinstance(name, str) else "?"
+            name = self.names.setdefault(name, name)
             lanes = self.lanes
-            pid, tid = _lane(ev.get("pid")), _lane(ev.get("tid"))
             pid, tid = lanes.setdefault(pid, pid), lanes.setdefault(tid, tid)
-            args = ev.get("args")
-            args = args if isinstance(args, dict) else {}
-            if cat in OP_CATS:
+            if kind == "op":
                 dims = args.get("Input Dims")
                 dims = tuple(tuple(d) if isinstance(d, list) else () for d in dims) if isinstance(dims, list) else ()
                 self.ops.append(CpuOp(name, ts, dur, pid, tid, input_dims=dims))
-            elif cat in ANNOTATION_CATS:
+            elif kind == "label":
                 if name.startswith(STEP_PREFIX):
                     self.steps.append((name, ts, dur, pid, tid))
                 else:
                     self.ops.append(CpuOp(name, ts, dur, pid, tid, is_label=True))
-            elif cat in RUNTIME_CATS:
-                self.runtime.append(RuntimeCall(name, ts, dur, pid, tid, args.get("correlation")))
-            elif cat in GPU_KINDS:
+            elif kind == "runtime":
+                self.runtime.append(RuntimeCall(name, ts, dur, pid, tid, correlation))
+            elif kind == "gpu":
                 registers, shared = args.get("registers per thread"), args.get("shared memory")
                 self.gpu.append(
                     GpuWork(
-                        GPU_KINDS[cat], name, ts, dur, pid, tid, args.get("correlation"),
+                        GPU_KINDS[cat], name, ts, dur, pid, tid, correlation,
                         registers=registers if isinstance(registers, int) else None,
                         shared_memory=shared if isinstance(shared, int) else None,
                         grid=_dims3(args.get("grid")),
                         block=_dims3(args.get("block")),
                     )
                 )
-            elif cat in PYTHON_CATS:
+            else:
                 self.python_frames.append((pid, tid, ts, dur))
         elif (ph == "s" or ph == "f") and ev.get("cat") == "ac2g":
-            key = (ev.get("pid"), ev.get("tid"), ev.get("ts"))
-            if ph == "s":
-                self.flow_start[ev.get("id")] = key
+            flow_id, pid, tid, ts = ev.get("id"), ev.get("pid"), ev.get("tid"), ev.get("ts")
+            if type(flow_id) not in _SCALAR:
+                self.skipped["an id that is not a number or string"] += 1
+            elif pid is not None and type(pid) not in _SCALAR:
+                self.skipped["a pid that is not a number or string"] += 1
+            elif tid is not None and type(tid) not in _SCALAR:
+                self.skipped["a tid that is not a number or string"] += 1
+            elif type(ts) not in _NUMBER:
+                self.skipped["a ts that is not a finite number"] += 1
+            elif ph == "s":
+                self.flow_start[flow_id] = (pid, tid, ts)
             else:
-                self.flow_end[key] = ev.get("id")
+                self.flow_end[(pid, tid, ts)] = flow_id
 
     def build(self, path: Path, meta: dict) -> Trace:
         notes: list[str] = []
@@ -213,12 +262,8 @@ class _Collector:
             ops_outside_steps=ops_outside,
             gpu_outside_steps=gpu_outside,
             self_cpu_total_us=self_cpu_total,
+            skipped_events=self.skipped,
         )
-
-
-def _lane(value: Any) -> Any:
-    """A pid or tid as a key: numbers and strings as they are, anything else (a list, an object) as its text."""
-    return value if isinstance(value, (int, float, str)) or value is None else repr(value)
 
 
 def _dims3(value: Any) -> tuple | None:

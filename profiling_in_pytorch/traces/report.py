@@ -25,7 +25,7 @@ from rich.table import Table
 
 from profiling_in_pytorch.cli import ArgumentParser, count_or_zero
 from profiling_in_pytorch.console import Console
-from profiling_in_pytorch.errors import exits_cleanly
+from profiling_in_pytorch.errors import exits_cleanly, note
 from profiling_in_pytorch.traces.compare import TraceDiff, diff
 from profiling_in_pytorch.traces.export import runtime_rows, trace_to_dict
 from profiling_in_pytorch.traces.kernel_names import decode
@@ -70,6 +70,9 @@ def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     first = read_trace(args.trace)
     second = read_trace(args.other) if args.other else None
+    for trace in (first, second):
+        if trace is not None and trace.skipped_note:
+            note(f"{trace.path}: {trace.skipped_note}")
     rows = None if args.rows == 0 else args.rows
     if args.json:
         payload = trace_to_dict(first) if second is None else {
@@ -130,8 +133,8 @@ def print_header(trace: Trace, console: Console) -> None:
     else:
         steps = "one step: the whole trace"
     console.print(f"[bold]{escape(trace.name)}[/bold] · {escape(where)} · {escape(steps)}")
-    for note in trace.notes:
-        console.print(f"[yellow]note:[/yellow] {escape(note)}")
+    for text in trace.notes:
+        console.print(f"[yellow]note:[/yellow] {escape(text)}")
 
 
 def print_gpu_step(step: Step, console: Console, *, full_names: bool, rows: int | None) -> None:
