@@ -1,7 +1,8 @@
 """Read a Chrome trace written by torch.profiler the way the post reads it in Perfetto: `read_trace(path)`.
 
-`source` streams the events; here we keep the few fields we use of each (names interned: kernels repeat a lot)
-and build the model (`model`):
+`source` streams the events; here we keep the few fields we use of each (names interned: kernels repeat a lot),
+skip an event whose fields are not a profiler's (a pid that is a list, args that are a string, ...) and count
+why (`Trace.skipped_events`), then build the model (`model`):
 
 - ops nest by time on their thread (`_nest`): each op's self time, the boxes around it (its path) and how much GPU
   work was launched from inside it;

@@ -55,6 +55,7 @@ __all__ = [
     "CPU_BACKWARD_THREAD",
 ]
 
+# --- the known reasons for a ✗: a lesson's test names the one it expects ---------------------------------------
 
 OCCUPANCY_QUERY = "cudaOccupancyMaxActiveBlocksPerMultiprocessor"
 
@@ -121,10 +122,15 @@ CPU_BACKWARD_THREAD = (
 )
 
 
+# --- what stands in for kernels on a CPU -----------------------------------------------------------------------
+
 # The ops that do arithmetic in a CPU trace: what stands in for kernels there.
 CPU_MATH_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::add", "aten::gelu", "aten::mul"}
 
 CPP_KERNEL = re.compile(r"cpp_fused_(\w+?)_\d+$")  # Inductor's CPU kernels, with enable_kernel_profile
+
+
+# --- a check, and running the checks ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -195,6 +201,9 @@ def check_trace(expectations: Sequence[Expectation], trace_path: str | Path, dev
     if failed:
         console.print(f"  {failed} of {len(expectations)} expectations not met: the trace is the truth, not the guess")
     return failed
+
+
+# --- helpers the checks share ----------------------------------------------------------------------------------
 
 
 def eager_twin(path: Path) -> Path:
