@@ -15,7 +15,7 @@ from torch import nn
 from torch.profiler import profile, record_function, schedule
 
 from profiling_in_pytorch import lesson
-from profiling_in_pytorch.traces import expect as ex
+from profiling_in_pytorch.traces import checks as ex
 
 LABEL = "linear_fwd"
 

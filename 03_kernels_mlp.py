@@ -30,7 +30,7 @@ from profiling_in_pytorch import lesson
 from profiling_in_pytorch.mlp import POST_SIZES, SimpleGeGLUMLP
 from profiling_in_pytorch.mlp.liger import SOURCES, require_runnable, resolve_liger_geglu_mlp
 from profiling_in_pytorch.mlp.simple import forward_elements
-from profiling_in_pytorch.traces import expect as ex
+from profiling_in_pytorch.traces import checks as ex
 
 LABEL = "kernels_mlp_fwd"
 

@@ -38,7 +38,7 @@ from torch.profiler import profile, record_function, schedule
 from profiling_in_pytorch import lesson
 from profiling_in_pytorch.mlp import POST_SIZES, SimpleGeGLUMLP
 from profiling_in_pytorch.mlp.simple import forward_elements
-from profiling_in_pytorch.traces import expect as ex
+from profiling_in_pytorch.traces import checks as ex
 
 LABEL = "mlp_fwd"
 

@@ -32,7 +32,7 @@ from profiling_in_pytorch.mlp import POST_SIZES, SimpleGeGLUMLP
 from profiling_in_pytorch.mlp.fused import FusedGeGLUMLP
 from profiling_in_pytorch.mlp.fused import require_runnable as require_fused_runnable
 from profiling_in_pytorch.mlp.simple import forward_elements
-from profiling_in_pytorch.traces import expect as ex
+from profiling_in_pytorch.traces import checks as ex
 
 LABEL = "fused_mlp_fwd"
 

@@ -55,7 +55,7 @@ from profiling_in_pytorch.mlp.fused import require_runnable as require_fused_run
 from profiling_in_pytorch.mlp.liger import SOURCES, require_runnable, resolve_liger_geglu_mlp
 from profiling_in_pytorch.mlp.saved import saved_for_backward
 from profiling_in_pytorch.mlp.simple import forward_elements
-from profiling_in_pytorch.traces import expect as ex
+from profiling_in_pytorch.traces import checks as ex
 
 FORWARD, BACKWARD, OPTIMIZER = "mlp_fwd", "mlp_bwd", "optimizer_step"
 VARIANTS = ("eager", "liger", "fused")

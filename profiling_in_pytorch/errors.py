@@ -52,6 +52,11 @@ def _say(line: str) -> None:
         pass  # stderr itself is gone: the exit code still says it
 
 
+def note(message: str) -> None:
+    """One line on stderr that is no error: something the user should know, the run still a success."""
+    _say(f"note: {message}")
+
+
 def fail(message: str) -> None:
     """Print one line on stderr and exit 2."""
     _say(f"{_prog()}: error: {message}")

@@ -22,6 +22,10 @@ H200_EAGER = FIXTURES / "h200" / "mlp_eager.json.gz"
 H200_COMPILED = FIXTURES / "h200" / "mlp_compile.json.gz"
 H200_LINEAR = FIXTURES / "h200" / "linear_eager.json.gz"
 H200_FUSED_DECODE = FIXTURES / "h200" / "traces" / "05_fused_mlp" / "8_1_768_3072_eager.json.gz"
+# Part 3's probes on the H200, not the lessons' traces: SDPA's math backend, eager, `attn_fwd` (20 kernels per
+# forward, the GPU ~5x slower than the CPU issues them, so the warmup step's kernels still run in the first
+# recorded steps, their launch calls unrecorded).
+H200_SDPA_MATH = FIXTURES / "h200" / "part3" / "sdpa_math_probe.json.gz"
 
 if str(ROOT) not in sys.path:  # lessons are importable by name: importlib.import_module("03_simple_mlp")
     sys.path.insert(0, str(ROOT))

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, load_trace, run_script
 
-from profiling_in_pytorch.traces import expect as ex
+from profiling_in_pytorch.traces import checks as ex
 from profiling_in_pytorch.traces import read_trace
 
 H200 = FIXTURES / "h200" / "traces"

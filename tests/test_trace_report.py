@@ -11,6 +11,7 @@ import pytest
 from conftest import H200_COMPILED as COMPILED
 from conftest import H200_EAGER as EAGER
 from conftest import H200_LINEAR as LINEAR
+from conftest import H200_SDPA_MATH as SDPA_MATH
 from conftest import run_script
 
 from profiling_in_pytorch.traces.report import main
@@ -107,6 +108,22 @@ def test_json_of_a_diff():
     assert len(report["diff"]["in_both"]) == 2
 
 
+def test_each_step_shows_the_kernels_its_cpu_launched():
+    # The warmup step's kernels that run inside the recorded steps (their launches unrecorded) are no step's.
+    run = trace_report(SDPA_MATH, "--steps", "all")
+    assert run.returncode == 0, run.stderr
+    titles = [line for line in run.stdout.splitlines() if line.startswith("ProfilerStep#")]
+    assert len(titles) == 3 and all("· 20 kernels" in title for title in titles), titles
+    rows = [line for line in run.stdout.split("outside the steps")[0].splitlines() if line.startswith("│")]
+    assert len(rows) > 60 and not any(row.split("│")[4].strip() == "-" for row in rows)  # launched by: every one known
+    assert "8 GPU work items from outside the steps" in run.stdout
+    report = json.loads(trace_report(SDPA_MATH, "--json").stdout)
+    assert [s["kernels"] for s in report["steps"]] == [20, 20, 20]
+    assert all(g["launched_by"] for s in report["steps"] for g in s["gpu"])
+    assert len(report["outside_steps"]["gpu"]) == 8
+    assert sum(k["count"] for k in report["kernels"] if k["kind"] == "kernel") == 3 * 20
+
+
 def test_cpu_trace_reports_cpu_ops_and_no_gpu(cpu_trace):
     run = trace_report(cpu_trace)
     assert run.returncode == 0, run.stderr
@@ -132,6 +149,57 @@ def test_a_trace_without_profiler_steps_says_so(tmp_path):
     assert run.returncode == 0, run.stderr
     assert "no ProfilerStep events: the whole trace is read as one step" in run.stdout
     assert "15 kernels" in run.stdout
+
+
+def with_unreadable_events(tmp_path: Path) -> Path:
+    """The eager MLP's trace plus six events trace-report cannot use, each a copy of a real one with one field
+    broken: a pid that is a list or an object, args that are a string, a ts that is text, an ac2g arrow with a
+    list for its pid, a kernel whose correlation is a list."""
+    with gzip.open(EAGER, "rt") as f:
+        data = json.load(f)
+    events = data["traceEvents"]
+    op = next(e for e in events if e.get("cat") == "cpu_op")
+    kernel = next(e for e in events if e.get("cat") == "kernel")
+    arrow = next(e for e in events if e.get("ph") == "f" and e.get("cat") == "ac2g")
+    events += [
+        dict(op, pid=[op["pid"]]),
+        dict(op, pid={"id": op["pid"]}),
+        dict(op, args="Input Dims: [8192, 768]"),
+        dict(op, ts=str(op["ts"])),
+        dict(arrow, pid=[arrow["pid"]]),
+        dict(kernel, args=dict(kernel["args"], correlation=[kernel["args"]["correlation"]])),
+    ]
+    path = tmp_path / "unreadable.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_events_it_cannot_read_are_skipped_with_one_note(tmp_path):
+    path = with_unreadable_events(tmp_path)
+    run = trace_report(path)
+    assert run.returncode == 0, run.stderr
+    assert run.stderr.splitlines() == [
+        f"note: {path}: skipped 6 events trace-report cannot read: 3 with a pid that is not a number or string, "
+        "1 with args that are not an object, 1 with a ts that is not a finite number, "
+        "1 with a correlation that is not a number or string"
+    ]
+    clean = trace_report(EAGER)
+    assert run.stdout.replace(path.name, EAGER.name) == clean.stdout  # what it read is the trace without them
+
+
+def test_with_json_the_note_goes_into_the_json_too(tmp_path):
+    path = with_unreadable_events(tmp_path)
+    run = trace_report(path, "--json")
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert report["skipped_events"] == {
+        "a pid that is not a number or string": 3,
+        "args that are not an object": 1,
+        "a ts that is not a finite number": 1,
+        "a correlation that is not a number or string": 1,
+    }
+    assert report["notes"] == [run.stderr.strip().removeprefix(f"note: {path}: ")]
+    assert json.loads(trace_report(EAGER, "--json").stdout)["skipped_events"] == {}
 
 
 def _write(tmp_path: Path, name: str, data: bytes) -> Path:

@@ -13,12 +13,12 @@ import torch
 import torch.nn.functional as F
 from conftest import H200_EAGER as EAGER
 from conftest import H200_LINEAR as LINEAR
+from conftest import H200_SDPA_MATH as SDPA_MATH
 from profiled_traces import profile_cpu_mlp
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from profiling_in_pytorch.errors import UsageError
-from profiling_in_pytorch.traces import diff, read_trace
-from profiling_in_pytorch.traces import reader as traces
+from profiling_in_pytorch.traces import diff, pace, read_trace, source, trace_to_dict, verdict
 from profiling_in_pytorch.traces.kernel_names import decode, is_gemm, short_name, split_fused_ops
 
 
@@ -158,7 +158,7 @@ def test_kernel_stats_across_steps(eager):
 
 def test_the_linear_is_overhead_bound_its_gpu_waits_on_every_launch(linear):
     # nn.Linear at 1024x32 -> 64: a 2.7 µs kernel for ~150 µs of CPU per step
-    v = linear.verdict()
+    v = verdict(linear)
     assert v.kind == "overhead-bound" and v.table_totals_say == "overhead-bound"
     assert v.gpu_busy_us_per_step == pytest.approx(2.72, abs=0.01)
     assert v.cpu_us_per_step == pytest.approx(153.3, abs=0.1)
@@ -169,7 +169,7 @@ def test_the_linear_is_overhead_bound_its_gpu_waits_on_every_launch(linear):
 def test_the_eager_mlp_is_compute_bound_though_the_flush_tips_the_table_totals(eager):
     # Issuing costs ~171 µs of CPU per step against ~244 µs of GPU work; the profiler's 269 µs flush makes
     # the table's Self CPU total (784 µs) larger than its Self CUDA total (733 µs).
-    v = eager.verdict()
+    v = verdict(eager)
     assert v.kind == "compute-bound" and v.table_totals_say == "overhead-bound"
     assert v.self_cpu_total_us > v.self_gpu_total_us
     assert v.closing_sync_us == pytest.approx(269.302) and v.sync_wait_us == pytest.approx(269.302)
@@ -182,13 +182,13 @@ def test_the_eager_mlp_is_compute_bound_though_the_flush_tips_the_table_totals(e
 
 
 def test_the_compiled_mlp_is_close_to_the_line(compiled):
-    v = compiled.verdict()
+    v = verdict(compiled)
     assert v.close_to_line and "close to the line" in v.summary
     assert 0.8 <= v.self_gpu_total_us / (v.cpu_us_per_step * v.steps) <= 1.25
 
 
 def test_part_1_at_size_64_is_overhead_bound(size_64):
-    v = size_64.verdict()
+    v = verdict(size_64)
     assert v.self_cpu_total_us == pytest.approx(2300.0) and v.self_gpu_total_us == pytest.approx(23.1)
     assert v.kind == "overhead-bound" and v.table_totals_say == "overhead-bound"
     assert v.closing_sync_us == pytest.approx(1780.0)
@@ -197,7 +197,7 @@ def test_part_1_at_size_64_is_overhead_bound(size_64):
 
 
 def test_part_1_at_size_4096_is_compute_bound_the_flush_waits_for_a_full_queue(size_4096):
-    v = size_4096.verdict()
+    v = verdict(size_4096)
     assert v.self_gpu_total_us == pytest.approx(4500.0)
     assert 4500.0 < v.self_cpu_total_us < 5000.0  # the table's totals alone tip toward the CPU
     assert v.kind == "compute-bound" and v.table_totals_say == "overhead-bound"
@@ -210,9 +210,9 @@ def test_a_gpu_waiting_on_launches_is_overhead_bound_whatever_the_totals_say(tmp
     # Each step issues its work in 50 µs, but a millisecond passes outside the steps between them: the
     # table's CPU total stays under its GPU total, yet the GPU idles most of its window.
     path = simulated_matmul_add(tmp_path / "starved.json", steps_cpu_us=(50, 50, 50), kernels_us=(90, 10), between_steps_us=1000)
-    v = read_trace(path).verdict()
+    v = verdict(read_trace(path))
     assert v.self_cpu_total_us < v.self_gpu_total_us and v.table_totals_say == "compute-bound"
-    assert v.kind == "overhead-bound" and v.launch_wait_fraction > traces.STARVED_SHARE
+    assert v.kind == "overhead-bound" and v.launch_wait_fraction > pace.STARVED_SHARE
     assert "ran dry waiting for launches" in v.summary
 
 
@@ -291,7 +291,23 @@ def test_the_gpu_lane_runs_behind_the_cpu_lane(eager):
     # lag starts at a few µs and grows over the three steps.
     assert lane[0].lag_us < 10.0
     assert lane[-1].lag_us > 250.0
-    assert eager.verdict().max_gpu_lag_us == pytest.approx(max(w.lag_us for w in lane))
+    assert verdict(eager).max_gpu_lag_us == pytest.approx(max(w.lag_us for w in lane))
+
+
+def test_a_kernel_belongs_to_the_step_whose_cpu_launched_it():
+    # SDPA's math backend: the GPU runs ~5x behind the CPU, so the warmup step's (ProfilerStep#1) last kernels
+    # run during ProfilerStep#2..#4. Their launch calls were not recorded: they belong to no step.
+    trace = read_trace(SDPA_MATH)
+    first_launch = min(c.correlation for s in trace.steps for c in s.runtime if c.correlation is not None)
+    for step in trace.steps:
+        assert len(step.kernels) == 20, [w.short_name for w in step.kernels]
+        assert all(w.launch in step.runtime for w in step.gpu)
+        assert [w.name for w in step.kernels] == [w.name for w in trace.steps[0].kernels]
+    warmup = [w for w in trace.gpu_outside_steps if w.launch is None]
+    assert len(warmup) == 8 and all(w.correlation < first_launch for w in warmup)
+    assert warmup[-1].ts > trace.steps[2].ts  # the last of them runs in ProfilerStep#4, still the warmup's
+    assert len(trace.gpu_lane()) == 3 * 20 + 8
+    assert sum(trace.kernel_names().values()) == 20  # launches per step, the avg CUDA table's
 
 
 def test_time_waiting_in_synchronize_is_not_cpu_work(tmp_path):
@@ -309,7 +325,7 @@ def test_time_waiting_in_synchronize_is_not_cpu_work(tmp_path):
     # The table's CPU total counts both waits, the one in the step and the profiler's flush; the verdict's
     # issue time counts neither.
     assert trace.sync_wait_us == pytest.approx(10.0 + 13.856)
-    v = trace.verdict()
+    v = verdict(trace)
     assert v.cpu_us_per_step * v.steps == pytest.approx(trace.self_cpu_total_us - 10.0 - 13.856)
     assert "13.9 µs of the CPU total is the profiler's flush" in v.summary and "10.0 µs is waiting in other synchronize calls" in v.summary
 
@@ -325,7 +341,7 @@ def test_diff_of_eager_and_compiled(eager, compiled):
 
 
 def test_json_shape(eager):
-    out = json.loads(json.dumps(eager.to_dict()))
+    out = json.loads(json.dumps(trace_to_dict(eager)))
     step = out["steps"][0]
     assert step["name"] == "ProfilerStep#2"
     assert {"kind", "name", "launched_by", "dur_us"} <= set(step["gpu"][0])
@@ -371,7 +387,7 @@ def test_trace_without_profiler_steps_is_one_step(tmp_path):
     # Nothing comes after the steps now: the flush is a wait inside the one step, still not issue time.
     assert trace.closing_sync is None and not trace.runtime_outside_steps
     assert trace.steps[0].sync_us == pytest.approx(269.302)
-    assert trace.verdict().kind == "compute-bound"
+    assert verdict(trace).kind == "compute-bound"
 
 
 @pytest.mark.parametrize("chunk", [7, 64, 4096])
@@ -379,9 +395,9 @@ def test_streaming_parse_gives_the_same_trace_at_any_chunk_size(monkeypatch, tmp
     # Chunks that cut events, strings and numbers anywhere must not change what we read.
     plain = tmp_path / "eager.json"
     plain.write_text(json.dumps(raw_events(EAGER), indent=1))
-    reference = read_trace(plain).to_dict()
-    monkeypatch.setattr(traces, "CHUNK_CHARS", chunk)
-    assert read_trace(plain).to_dict() == reference
+    reference = trace_to_dict(read_trace(plain))
+    monkeypatch.setattr(source, "CHUNK_CHARS", chunk)
+    assert trace_to_dict(read_trace(plain)) == reference
 
 
 def test_json_array_format_is_read_too(tmp_path):
@@ -402,9 +418,9 @@ def test_cpu_trace_has_steps_and_ops_but_no_gpu(cpu_trace):
         assert ops["aten::linear"] == 3 and ops["aten::gelu"] == 1 and ops["aten::mul"] == 1
         assert ops["aten::mm"] + ops["aten::addmm"] == 3
     assert trace.labels["mlp_fwd"] == 3
-    v = trace.verdict()
+    v = verdict(trace)
     assert v.kind == "no GPU data" and "no GPU" in v.summary
-    assert trace.to_dict()["steps"][0]["gpu"] == []
+    assert trace_to_dict(trace)["steps"][0]["gpu"] == []
 
 
 def test_self_time_of_an_op_excludes_its_children(cpu_trace):

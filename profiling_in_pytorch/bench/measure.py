@@ -142,7 +142,7 @@ def measure(
     except Exception as err:  # noqa: BLE001 - one variant failing (Liger missing, a compile error) is a result
         row.status, row.reason = "failed", failure_line(err)
     finally:
-        del forward
+        forward = None  # the module (a compiled graph, its CUDA graphs) goes before the collection below
         gc.collect()
         if on_gpu:
             torch.cuda.empty_cache()

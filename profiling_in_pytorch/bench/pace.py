@@ -1,6 +1,6 @@
 """Who sets the pace at a shape, the CPU issuing a forward or the GPU running it, and what each variant changes.
 
-The rule is trace-report's verdict (`profiling_in_pytorch.traces.reader.verdict`) with its thresholds, `STARVED_SHARE` and
+The rule is trace-report's verdict (`profiling_in_pytorch.traces.pace.verdict`) with its thresholds, `STARVED_SHARE` and
 `CLOSE_TO_LINE`, applied to numbers taken without the profiler where it would distort them: what issuing one
 forward costs the CPU in a back-to-back loop (the profiler adds CPU time to every op), against the GPU's busy time
 per forward from the profile. "CPU" is the verdict's overhead-bound, "GPU" its compute-bound.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from profiling_in_pytorch.bench.rows import Row
 from profiling_in_pytorch.bench.shapes import Shape
-from profiling_in_pytorch.traces.reader import CLOSE_TO_LINE, STARVED_SHARE
+from profiling_in_pytorch.traces.pace import CLOSE_TO_LINE, STARVED_SHARE
 
 
 def paced_by(cpu_us: float, gpu_busy_us: float, loop_us: float) -> str:

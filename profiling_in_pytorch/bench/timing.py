@@ -196,12 +196,12 @@ def measure_ceilings(device: torch.device, dtype: torch.dtype, warmup_ms: int, r
     # The peak rate, measured in a short burst. Under sustained load a GPU at its power limit clocks down
     # (an H200 at 700 W: about 800 TFLOP/s for the first tens of ms of 8192³ GEMMs, about 680 after a
     # second), while a variant timed with a flush between calls sits in between.
-    matmul_us = timing(lambda: torch.mm(a, b), warmup_ms, min(rep_ms, CEILING_BURST_MS)).p20_us
+    matmul_us = timing(functools.partial(torch.mm, a, b), warmup_ms, min(rep_ms, CEILING_BURST_MS)).p20_us
     del a, b
     nbytes = (1 << 30) if on_gpu else (64 << 20)
     src = torch.empty(nbytes // 4, device=device, dtype=torch.float32).uniform_()
     dst = torch.empty_like(src)
-    copy_us = timing(lambda: dst.copy_(src), warmup_ms, rep_ms).p20_us
+    copy_us = timing(functools.partial(dst.copy_, src), warmup_ms, rep_ms).p20_us
     del src, dst
     if on_gpu:
         torch.cuda.empty_cache()

@@ -39,8 +39,8 @@ from profiling_in_pytorch.lesson.device import _bytes, describe_device, dtype_na
 from profiling_in_pytorch.lesson.profiling import ACTIVE, STEPS, WAIT, WARMUP, export_trace, synchronize  # noqa: F401 (lessons call lesson.synchronize)
 from profiling_in_pytorch.mlp.accuracy import check_backward, fp32_reference
 from profiling_in_pytorch.mlp.accuracy import check_output as check_output_against
-from profiling_in_pytorch.traces.expect import Expectation, check_trace
-from profiling_in_pytorch.traces.expect import announce as print_expectations
+from profiling_in_pytorch.traces.checks import Expectation, check_trace
+from profiling_in_pytorch.traces.checks import announce as print_expectations
 
 TABLE_ROWS = 15
 

@@ -1,11 +1,40 @@
 """Reading torch.profiler traces: what ran on the CPU and the GPU, per step, and what the kernels' names say.
 
-`reader` streams a Chrome trace into a `Trace` (steps, ops, runtime calls, GPU work, the verdict), `kernel_names`
-decodes kernel names, `expect` turns the posts' claims into checks of a trace, and `report` is the
-`trace-report` command. This package imports no torch (only the standard library and rich), so it reads a
-trace from anywhere, fast, on a machine without PyTorch.
+Each module holds one concern; imports go down this list, never up:
+
+    report.py        the `trace-report` command: prints a trace, or the diff of two (terminal or --json)
+    checks/          the posts' claims as checks of a trace, one function each, by concern (see checks/__init__)
+    export.py        a trace as plain data: what --json prints
+    compare.py       two traces side by side: `diff(a, b)` -> TraceDiff
+    pace.py          who sets the pace: `verdict(trace)` -> Verdict (overhead-bound or compute-bound)
+    reader.py        `read_trace(path)` -> Trace: ops nested, launches linked to their kernels, steps
+    source.py        the file as a stream of events (gzip or not, parsed one event at a time)
+    model.py         the data model: Trace, Step, Phase, CpuOp, RuntimeCall, GpuWork, KernelStat
+    timeline.py      arithmetic on the GPU lane: busy time, gaps, the GPU waiting on launches
+    kernel_names.py  what a kernel's name says (library, ops, tile, layout)
+
+This package imports no torch (only the standard library and rich), so it reads a trace from anywhere, fast, on a
+machine without PyTorch.
 """
 
-from profiling_in_pytorch.traces.reader import Trace, diff, read_trace
+from profiling_in_pytorch.traces.compare import TraceDiff, diff
+from profiling_in_pytorch.traces.export import trace_to_dict
+from profiling_in_pytorch.traces.model import CpuOp, GpuWork, KernelStat, Phase, RuntimeCall, Step, Trace
+from profiling_in_pytorch.traces.pace import Verdict, verdict
+from profiling_in_pytorch.traces.reader import read_trace
 
-__all__ = ["Trace", "diff", "read_trace"]
+__all__ = [
+    "CpuOp",
+    "GpuWork",
+    "KernelStat",
+    "Phase",
+    "RuntimeCall",
+    "Step",
+    "Trace",
+    "TraceDiff",
+    "Verdict",
+    "diff",
+    "read_trace",
+    "trace_to_dict",
+    "verdict",
+]

@@ -25,9 +25,13 @@ from rich.table import Table
 
 from profiling_in_pytorch.cli import ArgumentParser, count_or_zero
 from profiling_in_pytorch.console import Console
-from profiling_in_pytorch.errors import exits_cleanly
+from profiling_in_pytorch.errors import exits_cleanly, note
+from profiling_in_pytorch.traces.compare import TraceDiff, diff
+from profiling_in_pytorch.traces.export import runtime_rows, trace_to_dict
 from profiling_in_pytorch.traces.kernel_names import decode
-from profiling_in_pytorch.traces.reader import Step, Trace, TraceDiff, Verdict, diff, per_step_count, read_trace, runtime_rows
+from profiling_in_pytorch.traces.model import Step, Trace, per_step_count
+from profiling_in_pytorch.traces.pace import Verdict, verdict
+from profiling_in_pytorch.traces.reader import read_trace
 
 DEFAULT_STEPS = 3
 DEFAULT_ROWS = 40
@@ -66,10 +70,13 @@ def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     first = read_trace(args.trace)
     second = read_trace(args.other) if args.other else None
+    for trace in (first, second):
+        if trace is not None and trace.skipped_note:
+            note(f"{trace.path}: {trace.skipped_note}")
     rows = None if args.rows == 0 else args.rows
     if args.json:
-        payload = first.to_dict() if second is None else {
-            "traces": [first.to_dict(), second.to_dict()],
+        payload = trace_to_dict(first) if second is None else {
+            "traces": [trace_to_dict(first), trace_to_dict(second)],
             "diff": diff(first, second).to_dict(),
         }
         # JSON has no NaN or Infinity: a value a trace could not give (a zero-length window) is null.
@@ -126,8 +133,8 @@ def print_header(trace: Trace, console: Console) -> None:
     else:
         steps = "one step: the whole trace"
     console.print(f"[bold]{escape(trace.name)}[/bold] · {escape(where)} · {escape(steps)}")
-    for note in trace.notes:
-        console.print(f"[yellow]note:[/yellow] {escape(note)}")
+    for text in trace.notes:
+        console.print(f"[yellow]note:[/yellow] {escape(text)}")
 
 
 def print_gpu_step(step: Step, console: Console, *, full_names: bool, rows: int | None) -> None:
@@ -209,6 +216,12 @@ def print_outside_steps(trace: Trace, console: Console) -> None:
             f"  that {escape(closing.name)} is the profiler's flush: the CPU waiting for the GPU, yet Self CPU time "
             "in the table"
         )
+    unlaunched = sum(1 for work in trace.gpu_outside_steps if work.launch is None)
+    if unlaunched:
+        console.print(
+            f"  {unlaunched} GPU work item{'s' if unlaunched != 1 else ''} with no launch call in the trace: launched "
+            "before the profiler recorded the CPU (the warmup step's, still running), no step's"
+        )
     console.print()
 
 
@@ -257,7 +270,7 @@ def print_decoded(trace: Trace, console: Console, *, full_names: bool, rows: int
 
 
 def print_verdict(trace: Trace, console: Console) -> None:
-    v = trace.verdict()
+    v = verdict(trace)
     if v.kind != "no GPU data":
         print_verdict_numbers(v, console)
     style = {"overhead-bound": "yellow", "compute-bound": "green"}.get(v.kind, "dim")
@@ -335,7 +348,7 @@ def print_diff(d: TraceDiff, console: Console, *, full_names: bool, rows: int | 
             line += f", {per_step_count(sum(len(s.kernels) for s in trace.steps) / len(trace.steps))} kernels per step"
         console.print(line)
     for label, trace in (("A", a), ("B", b)):
-        console.print(f"verdict {label}: {escape(trace.verdict().summary)}")
+        console.print(f"verdict {label}: {escape(verdict(trace).summary)}")
 
 
 # --- small helpers -------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import importlib
+import inspect
 import io
 import json
 import shutil
@@ -13,9 +14,10 @@ from conftest import H200_COMPILED as COMPILED
 from conftest import H200_EAGER as EAGER
 from conftest import H200_FUSED_DECODE as FUSED_DECODE
 from conftest import H200_LINEAR as LINEAR
+from conftest import H200_SDPA_MATH as SDPA_MATH
 from rich.console import Console
 
-from profiling_in_pytorch.traces import expect as ex
+from profiling_in_pytorch.traces import checks as ex
 from profiling_in_pytorch.traces import read_trace
 
 
@@ -72,6 +74,14 @@ def test_linear_expectations_hold(linear):
         outcome = expectation.check(linear)
         assert outcome.ok, (expectation.text, outcome.evidence)
     assert "_bias_" in ex.bias_in_gemm_epilogue().check(linear).evidence
+
+
+def test_kernel_counts_per_step_count_what_each_step_launched():
+    """SDPA's math backend on the H200: 20 kernels per forward, whatever the warmup step leaves running."""
+    trace = read_trace(SDPA_MATH)
+    for expectation in (ex.kernels_per_step(20), ex.gemms_per_step(2)):
+        outcome = expectation.check(trace)
+        assert outcome.ok, (expectation.text, outcome.evidence)
 
 
 # --- wrong guesses are ✗, with the reason when we know it ----------------------------------------------------
@@ -227,6 +237,14 @@ def test_kernel_claims_read_the_math_ops_on_a_cpu_trace(cpu_trace):
 
 
 # --- what the harness calls ----------------------------------------------------------------------------------
+
+
+def test_every_check_a_concern_module_defines_is_one_call_away():
+    for module in (ex.regime, ex.dispatch, ex.kernels, ex.training):
+        defined = {name for name, obj in vars(module).items()
+                   if inspect.isfunction(obj) and obj.__module__ == module.__name__ and not name.startswith("_")}
+        assert defined == set(module.__all__), (module.__name__, defined ^ set(module.__all__))
+        assert all(getattr(ex, name) is getattr(module, name) for name in defined)
 
 
 def test_announce_prints_the_guesses_first():

@@ -1,0 +1,29 @@
+"""Guess first, then look: each lesson says what it expects to see, and we check it against the trace.
+
+Every claim the posts make about a trace (numbered P1-01 … P2-19 in docs/claims.md) is one check here, a function
+that returns an `Expectation`, printed by the lesson that makes the trace: announced before profiling, then ✓, or ✗
+with the evidence and, when we know it, the reason. A lesson lists its guesses for the run it makes:
+
+    from profiling_in_pytorch.traces import checks as ex
+
+    expectations = [ex.kernels_in_order(("GEMM", "GEMM", "gelu", "mul", "GEMM"), claim="P2-08"), ...]
+
+The checks live by concern, and this package re-exports each module's `__all__`:
+
+    base.py      Expectation and Outcome, announce and check_trace, the known reasons for a ✗, shared helpers
+    regime.py    time and regime: steps, overhead- or compute-bound, the GPU lane's lag, the flush, cold and warm
+    dispatch.py  what dispatches what: CPU ops, their nesting, compiled regions, shapes, views
+    kernels.py   kernels and launches: counts, order, GEMMs, fusion, runtime calls
+    training.py  a training step's phases: forward, backward, optimizer
+
+A new check goes into the module of its concern, in its `__all__`; a new concern is a new module, imported below.
+"""
+
+from profiling_in_pytorch.traces.checks import base, dispatch, kernels, regime, training
+from profiling_in_pytorch.traces.checks.base import *  # noqa: F403
+from profiling_in_pytorch.traces.checks.dispatch import *  # noqa: F403
+from profiling_in_pytorch.traces.checks.kernels import *  # noqa: F403
+from profiling_in_pytorch.traces.checks.regime import *  # noqa: F403
+from profiling_in_pytorch.traces.checks.training import *  # noqa: F403
+
+__all__ = base.__all__ + regime.__all__ + dispatch.__all__ + kernels.__all__ + training.__all__
