@@ -68,7 +68,7 @@ KINDS = {
     "copy": ("copy / memset", "#bab0ac"),
     "triton": ("Triton", "#59a14f"),
     "other": ("other kernel", "#b07aa1"),
-    "mixed": ("merged, mixed kinds", "#cccccc"),
+    "mixed": ("merged boxes of mixed kinds", "#cccccc"),
 }
 _ATTENTION = re.compile(r"flash|fmha|attention|attn|sdpa|_mha", re.IGNORECASE)
 ARROW_COLOR = "#333333"
@@ -520,9 +520,11 @@ def _draw_frame(fig, ax, lay: Layout, level_top, fig_h: float) -> None:
     fig.text(left, 1 - 0.3 / fig_h, lay.title, fontsize=11, weight="bold", va="center", parse_math=False)
     fig.text(left, 1 - 0.55 / fig_h, lay.subtitle, fontsize=8.5, color="#333333", va="center", parse_math=False)
 
-    handles = [Patch(facecolor=KINDS[kind][1], edgecolor="none", label=KINDS[kind][0]) for kind in lay.kinds]
+    handles = [Patch(facecolor=KINDS[kind][1], edgecolor="none", label=KINDS[kind][0]) for kind in lay.kinds
+               if kind != "mixed"]
     if any(box.merged for box in lay.boxes):
-        handles.append(Patch(facecolor="white", edgecolor="#777777", hatch="////", label="small boxes, merged and counted"))
+        merged = "small boxes, merged and counted" + (" (grey: of mixed kinds)" if "mixed" in lay.kinds else "")
+        handles.append(Patch(facecolor="white", edgecolor="#777777", hatch="////", label=merged))
     if any(box.faded for box in lay.boxes):
         handles.append(Patch(facecolor=_rgba("#888888", 0.4), edgecolor="none", label="launched before this step"))
     if lay.arrows:
