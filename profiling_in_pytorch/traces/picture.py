@@ -68,7 +68,6 @@ KINDS = {
     "copy": ("copy / memset", "#bab0ac"),
     "triton": ("Triton", "#59a14f"),
     "other": ("other kernel", "#b07aa1"),
-    "mixed": ("merged boxes of mixed kinds", "#cccccc"),
 }
 _ATTENTION = re.compile(r"flash|fmha|attention|attn|sdpa|_mha", re.IGNORECASE)
 ARROW_COLOR = "#333333"
@@ -126,7 +125,7 @@ class Layout:
     step_end: float | None  # µs: where the step's CPU box ends (None without ProfilerStep events)
     step_name: str
     width_px: int
-    kinds: list[str] = field(default_factory=list)  # the legend: kinds present, in KINDS order
+    kinds: list[str] = field(default_factory=list)  # the legend: the kinds drawn, in KINDS order
 
     def boxes_in(self, lane: str) -> list[Box]:
         """The boxes of every row of one lane ("cpu" or "gpu"), row by row, each row's in time order."""
@@ -335,10 +334,15 @@ def _boxes(row: int, items: Sequence[_Item], px_per_us: float, lane: str) -> lis
         if len(run) == 1:
             out.append(_box(row, run[0], run[0].name, px_per_us, lane))
         elif run:
-            kinds = {item.kind for item in run}
-            merged = _Item(run[0].level, run[0].start, max(item.end for item in run),
-                           kinds.pop() if len(kinds) == 1 else "mixed", _count(run, lane), None)
-            out.append(_box(row, merged, merged.name, px_per_us, lane, tuple(item.obj for item in run)))
+            time_by_kind: dict[str, float] = {}
+            for item in run:
+                time_by_kind[item.kind] = time_by_kind.get(item.kind, 0.0) + item.end - item.start
+            kind = max(time_by_kind, key=time_by_kind.get)  # its colour: the kind that takes most of its time
+            merged = _Item(run[0].level, run[0].start, max(item.end for item in run), kind, _count(run, lane), None)
+            box = _box(row, merged, merged.name, px_per_us, lane, tuple(item.obj for item in run))
+            if not box.text:  # "24 kernels" does not fit: "24" may
+                box.text = _fit(str(len(run)), (merged.end - merged.start) * px_per_us, lane)
+            out.append(box)
         run.clear()
 
     run_end = 0.0
@@ -520,10 +524,9 @@ def _draw_frame(fig, ax, lay: Layout, level_top, fig_h: float) -> None:
     fig.text(left, 1 - 0.3 / fig_h, lay.title, fontsize=11, weight="bold", va="center", parse_math=False)
     fig.text(left, 1 - 0.55 / fig_h, lay.subtitle, fontsize=8.5, color="#333333", va="center", parse_math=False)
 
-    handles = [Patch(facecolor=KINDS[kind][1], edgecolor="none", label=KINDS[kind][0]) for kind in lay.kinds
-               if kind != "mixed"]
+    handles = [Patch(facecolor=KINDS[kind][1], edgecolor="none", label=KINDS[kind][0]) for kind in lay.kinds]
     if any(box.merged for box in lay.boxes):
-        merged = "small boxes, merged and counted" + (" (grey: of mixed kinds)" if "mixed" in lay.kinds else "")
+        merged = "small boxes merged and counted, coloured by the kind that takes most of their time"
         handles.append(Patch(facecolor="white", edgecolor="#777777", hatch="////", label=merged))
     if any(box.faded for box in lay.boxes):
         handles.append(Patch(facecolor=_rgba("#888888", 0.4), edgecolor="none", label="launched before this step"))
