@@ -200,8 +200,9 @@ def test_the_training_step_renders_to_a_png_of_sensible_size():
     assert 20_000 < len(data) < 300_000
 
 
-def trace_report(*args, cwd=None):
-    return run_script("-m", "profiling_in_pytorch.traces.report", *map(str, args), timeout=120, **({"cwd": cwd} if cwd else {}))
+def trace_report(*args, cwd=None, env=None):
+    return run_script("-m", "profiling_in_pytorch.traces.report", *map(str, args), timeout=120, env=env,
+                      **({"cwd": cwd} if cwd else {}))
 
 
 def test_trace_report_png_writes_the_picture_beside_the_trace(tmp_path):
@@ -217,6 +218,16 @@ def test_trace_report_png_writes_the_picture_beside_the_trace(tmp_path):
     run = trace_report(trace, "--png", tmp_path / "last.png", "--step", "-1")
     assert run.returncode == 0 and "picture:" in run.stdout and "(ProfilerStep#4:" in run.stdout, run.stderr
     png_size((tmp_path / "last.png").read_bytes())
+
+
+def test_matplotlibs_own_warnings_stay_off_stderr(tmp_path):
+    """A config folder matplotlib cannot use (here a file; on a fresh GPU machine, a font cache it builds) makes it
+    log warnings through `logging`, which would print them: a lesson's successful run keeps stderr empty."""
+    blocker = tmp_path / "not_a_folder"
+    blocker.write_text("")
+    run = trace_report(EAGER, "--png", tmp_path / "x.png", env={"MPLCONFIGDIR": str(blocker / "mpl")})
+    assert run.returncode == 0 and run.stderr == "", run.stderr
+    png_size((tmp_path / "x.png").read_bytes())
 
 
 @pytest.mark.parametrize(

@@ -136,6 +136,10 @@ def test_preflight_answers_for_perfetto_only_on_the_trace(served):
     response = connection.getresponse()
     response.read()
     assert response.status == 404
+    connection.request("POST", "/status", body=b"")  # the page asking whether trace_processor_shell is here
+    response = connection.getresponse()
+    response.read()
+    assert response.status == 404
     connection.close()
 
 

@@ -73,6 +73,10 @@ class TraceHandler(http.server.BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:
         self._answer(body=False)
 
+    def do_POST(self) -> None:
+        """Perfetto's page asks 127.0.0.1:9001 whether trace_processor_shell --httpd is there (POST /status): no."""
+        self._not_found()
+
     def do_OPTIONS(self) -> None:
         """A browser's preflight (Chrome asks one before a public page reads a local address)."""
         if not self._ours():
