@@ -59,6 +59,11 @@ class TraceServer(http.server.ThreadingHTTPServer):
         self.fetched = threading.Event()
         super().__init__((LOOPBACK, port), TraceHandler)
 
+    def handle_error(self, request, client_address) -> None:
+        """A browser that leaves mid-download is no error; anything else is ours, and says so."""
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)
+
 
 class TraceHandler(http.server.BaseHTTPRequestHandler):
     server: TraceServer
@@ -133,11 +138,6 @@ class TraceHandler(http.server.BaseHTTPRequestHandler):
     def log_message(self, format: str, *args) -> None:  # noqa: A002 - http.server's signature
         """Quiet: a request is not news (the first download of the trace is said once, on stdout)."""
 
-    def handle_one_request(self) -> None:
-        try:
-            super().handle_one_request()
-        except (ConnectionError, TimeoutError):
-            self.close_connection = True  # the browser left mid-download: nothing to say
 
 
 def open_in_perfetto(path: Path, port: int | None = None) -> int:
@@ -178,11 +178,12 @@ def open_in_perfetto(path: Path, port: int | None = None) -> int:
 
 def _listen(path: Path, port: int | None) -> tuple[TraceServer, bool]:
     """The server, listening; and whether port 9001 was wanted but taken (a free port then, said so)."""
+    wanted = PERFETTO_PORT if port is None else port
     try:
-        return TraceServer(path, PERFETTO_PORT if port is None else port), False
+        return TraceServer(path, wanted), False
     except OSError as err:
         if err.errno != errno.EADDRINUSE:
-            raise UsageError(f"cannot listen on {LOOPBACK}:{port}: {err.strerror or err}") from None
+            raise UsageError(f"cannot listen on {LOOPBACK}:{wanted}: {err.strerror or err}") from None
         if port is not None:
             raise UsageError(f"port {port} is taken on {LOOPBACK}: pick another (--port 0 takes any free one)") from None
     return TraceServer(path, 0), True
