@@ -80,7 +80,7 @@ def main(argv=None):
             prof.step()
     lesson.synchronize(run.device)
 
-    lesson.save(prof, run)  # traces/02_linear/<tag>.json and the op table beside it, <tag>.txt
+    lesson.save(prof, run)  # traces/02_linear/<tag>.json, the op table <tag>.txt and a picture of a step <tag>.png
     lesson.check(expected, run)
     lesson.next_steps(run)
 

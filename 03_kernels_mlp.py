@@ -113,7 +113,7 @@ def main(argv=None):
             prof.step()
     lesson.synchronize(run.device)
 
-    lesson.save(prof, run)  # traces/03_kernels_mlp/<tag>.json and the op table beside it, <tag>.txt
+    lesson.save(prof, run)  # traces/03_kernels_mlp/<tag>.json, the op table <tag>.txt and a picture of a step <tag>.png
     lesson.check(expected, run)
     lesson.next_steps(run, compare_with=[simple_eager, simple_compiled])
     return 0 if outputs_agree else 1  # the trace is written, but a layer that computes something else fails

@@ -259,7 +259,7 @@ def main(argv=None):
             prof.step()
     lesson.synchronize(run.device)
 
-    lesson.save(prof, run)  # traces/06_train_mlp/<tag>.json and the op table beside it, <tag>.txt
+    lesson.save(prof, run)  # traces/06_train_mlp/<tag>.json, the op table <tag>.txt and a picture of a step <tag>.png
     lesson.check(expected, run)
     # Liger's and the fused module's steps compare with the post's module's, eager and compiled, at the same sizes.
     others = [] if args.variant == "eager" else [

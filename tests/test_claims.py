@@ -198,10 +198,11 @@ def test_the_printed_next_commands_name_files_that_exist(cpu_runs):
     folder, results = cpu_runs
     for name in ("03", "03 compile", "01 compile"):
         after = results[name].stdout.split("Next", 1)[1]
-        named = re.findall(r"(\S+\.json)\b", after)
-        assert named, after
+        named = re.findall(r"(\S+\.(?:json|png))\b", after)
+        assert named and any(path.endswith(".png") for path in named), after
         for path in named:
             assert (folder / path).is_file() or Path(path).is_file(), (name, path)
     assert "diff it:" in results["03 compile"].stdout
+    assert "--open" in after.split("open it:", 1)[1].splitlines()[0]
     share = results["03"].stdout.split("share it:", 1)[1]
     assert "uvx trace-util traces -b" in share and "hf auth login" in share and "public" in share

@@ -47,6 +47,9 @@ def test_lesson_writes_a_trace_of_three_active_steps(script, tmp_path):
     table = (folder / f"{EXPECTED_TAGS[script]}.txt").read_text()
     assert "Self CPU" in table and LABELS[script] in table
     assert "no gpu here" in result.stdout.lower()  # the CPU note, one line of what differs
+    picture = folder / f"{EXPECTED_TAGS[script]}.png"  # the first recorded step, drawn beside its trace
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and str(picture) in result.stdout.split("Next")[1]
+    assert result.stderr == "", result.stderr  # drawing it adds nothing there (matplotlib logs through logging)
     assert not list(folder.glob(".*")), "temporary files left behind"
 
 

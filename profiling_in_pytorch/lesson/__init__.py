@@ -4,9 +4,10 @@
     setup(...)        device and dtype, the trace's file name, a folder proved writable; one line of what runs
     check_training(...), check_saved(...)   a training step's output, gradients and saved tensors, before profiling
     announce(...)     the guesses, before anything is profiled
-    save(...)         the Chrome trace (whole or not at all, no local path in it) and the op table beside it
+    save(...)         the Chrome trace (whole or not at all, no local path in it), the op table and a picture of a
+                      step beside it
     check(...)        each guess against the trace: ✓, or ✗ with the reason when the hardware explains it
-    next_steps(...)   the commands to read, diff, view and share this trace, with its real file names
+    next_steps(...)   the commands to read, diff, see, open and share this trace, with its real file names
 
 The recipe itself (the module, `step()` under `record_function`, `torch.profiler.profile(...)` with the posts'
 schedule, the five `prof.step()`s) stays in the lesson, where the reader sees it. This package imports torch,
@@ -39,8 +40,10 @@ from profiling_in_pytorch.lesson.device import _bytes, describe_device, dtype_na
 from profiling_in_pytorch.lesson.profiling import ACTIVE, STEPS, WAIT, WARMUP, export_trace, synchronize  # noqa: F401 (lessons call lesson.synchronize)
 from profiling_in_pytorch.mlp.accuracy import check_backward, fp32_reference
 from profiling_in_pytorch.mlp.accuracy import check_output as check_output_against
+from profiling_in_pytorch.traces import read_trace
 from profiling_in_pytorch.traces.checks import Expectation, check_trace
 from profiling_in_pytorch.traces.checks import announce as print_expectations
+from profiling_in_pytorch.traces.picture import picture_path, write_picture
 
 TABLE_ROWS = 15
 
@@ -76,6 +79,11 @@ class Run:
     @property
     def dtype_name(self) -> str:
         return dtype_name(self.dtype)
+
+    @property
+    def picture_path(self) -> Path:
+        """The picture of the trace's first recorded step, beside it: `<tag>.png`."""
+        return picture_path(self.trace_path)
 
     @property
     def activities(self) -> list[ProfilerActivity]:
@@ -121,6 +129,7 @@ def setup(
     run = Run(device, dtype, args.compile, out_dir / f"{file_tag}.json", out_dir / f"{file_tag}.txt")
     writable_file(run.trace_path, "the trace")  # now, not after minutes of profiling
     writable_file(run.table_path, "the op table")
+    writable_file(run.picture_path, "the picture")
 
     if args.compile:
         # Inductor's CPU kernels are plain C++ functions, invisible to the profiler unless Inductor wraps each
@@ -189,11 +198,14 @@ def announce(expectations: Sequence[Expectation], run: Run, compiled_already: bo
 
 
 def save(prof: profile, run: Run) -> None:
-    """Write the Chrome trace and torch's op table beside it, then print the table to fit this terminal."""
+    """Write the Chrome trace, torch's op table and a picture of the first recorded step beside it (the posts'
+    Perfetto view, without a browser), then print the table to fit this terminal."""
     export_trace(prof, run.trace_path, trace_name=shown_path(run.trace_path))
     write_atomically(run.table_path, op_table_text(prof, run.device))
+    trace = read_trace(run.trace_path)
+    write_picture(trace, trace.steps[0], run.picture_path)
     print_op_table(prof, run.device)
-    console.print(f"\ntrace: [bold]{run.trace_path}[/bold]   op table: {run.table_path}")
+    console.print(f"\ntrace: [bold]{run.trace_path}[/bold]   op table: {run.table_path}   picture: {run.picture_path}")
 
 
 def check(expectations: Sequence[Expectation], run: Run) -> int:
@@ -294,7 +306,19 @@ def next_steps(run: Run, *, compare_with: Sequence[Path] = ()) -> None:
     for other in [twin, *compare_with]:
         if other.is_file() and other != run.trace_path:
             console.print(f"  diff it:   {report} {_shown(other)} {trace}", soft_wrap=True, markup=False)
-    console.print("  view it:   drag the .json into https://ui.perfetto.dev (the page reads it in your browser)")
+    on_gpu = run.device.type == "cuda"
+    drawn = "the CPU's boxes over the GPU's kernels, an arrow from each launch" if on_gpu else "the CPU thread's nested boxes"
+    console.print(
+        f"  see it:    {_shown(run.picture_path)}   its first recorded step as Perfetto draws it: {drawn}",
+        soft_wrap=True,
+        markup=False,
+    )
+    console.print(
+        f"  open it:   {report} {trace} --open   Perfetto in your browser reads it from this machine, no upload "
+        "(on a remote machine it prints the ssh -L line that forwards the port)",
+        soft_wrap=True,
+        markup=False,
+    )
     top = _shown(run.trace_path.parent.parent)
     console.print(
         f"  share it:  uvx trace-util traces -b {top}   uploads the folder {top} to a Hugging Face bucket under "

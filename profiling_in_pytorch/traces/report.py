@@ -3,6 +3,8 @@
     uv run trace-report traces/03_simple_mlp/64_128_768_3072_eager.json
     uv run trace-report EAGER.json COMPILED.json          # kernels only in one, in both, step times
     uv run trace-report TRACE.json --json                  # the same content, for programs
+    uv run trace-report TRACE.json --png [FILE] [--step N] # one step drawn as Perfetto shows it, into a PNG
+    uv run trace-report TRACE.json --open                  # Perfetto opens it from this machine: no upload
 
 For each active step (`ProfilerStep#N`): the GPU work in time order, each with the op that launched it,
 its duration and share of the step's GPU time; the runtime calls; the CPU ops that launched nothing.
@@ -18,6 +20,7 @@ import json
 import math
 import os
 import sys
+from pathlib import Path
 from typing import Sequence
 
 from rich.markup import escape
@@ -26,12 +29,15 @@ from rich.table import Table
 from profiling_in_pytorch.cli import ArgumentParser, count_or_zero
 from profiling_in_pytorch.console import Console
 from profiling_in_pytorch.errors import exits_cleanly, note
+from profiling_in_pytorch.files import writable_file
 from profiling_in_pytorch.traces.compare import TraceDiff, diff
 from profiling_in_pytorch.traces.export import runtime_rows, trace_to_dict
 from profiling_in_pytorch.traces.kernel_names import decode
 from profiling_in_pytorch.traces.model import Step, Trace, per_step_count
 from profiling_in_pytorch.traces.pace import Verdict, verdict
+from profiling_in_pytorch.traces.picture import choose_step, gpu_counts, picture_path, step_flag, write_picture
 from profiling_in_pytorch.traces.reader import read_trace
+from profiling_in_pytorch.traces.serve import PERFETTO_PORT, open_in_perfetto
 
 DEFAULT_STEPS = 3
 DEFAULT_ROWS = 40
@@ -59,6 +65,27 @@ def build_parser() -> ArgumentParser:
         default=DEFAULT_ROWS,
         help=f"rows per table; 0 for all (default: {DEFAULT_ROWS})",
     )
+    # Seeing a step without uploading it: a picture, or Perfetto fed from this machine (_look, at the end).
+    parser.add_argument(
+        "--png", nargs="?", const="", metavar="FILE",
+        help="draw one step as Perfetto shows it (CPU threads over GPU streams, an arrow from each launch to its "
+        "kernel) into FILE, a PNG (default: beside the trace, .json replaced by .png); prints no tables",
+    )
+    parser.add_argument(
+        "--step", type=step_flag, default=None,
+        help="the step --png draws: a ProfilerStep number (3 or ProfilerStep#3), else an index (0 the first, "
+        "-1 the last) (default: the first active step)",
+    )
+    parser.add_argument(
+        "--open", action="store_true",
+        help="serve this one trace from 127.0.0.1 to ui.perfetto.dev, print the link (and open it where a browser "
+        "is); no upload; Ctrl-C stops",
+    )
+    parser.add_argument(
+        "--port", type=count_or_zero, default=None,
+        help=f"where --open listens (default: {PERFETTO_PORT}, the one port ui.perfetto.dev fetches from; "
+        "0: any free one, for the far end of an SSH forward)",
+    )
     return parser
 
 
@@ -67,7 +94,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.png is not None or args.open or args.step is not None or args.port is not None:
+        return _look(args, parser)
     first = read_trace(args.trace)
     second = read_trace(args.other) if args.other else None
     for trace in (first, second):
@@ -349,6 +379,33 @@ def print_diff(d: TraceDiff, console: Console, *, full_names: bool, rows: int | 
         console.print(line)
     for label, trace in (("A", a), ("B", b)):
         console.print(f"verdict {label}: {escape(verdict(trace).summary)}")
+
+
+# --- one step drawn, or the trace opened in Perfetto (picture.py, serve.py) ----------------------------------
+
+
+def _look(args: argparse.Namespace, parser: ArgumentParser) -> int:
+    """`--png` and `--open`: the picture first (its flags checked before the trace is read), then the server."""
+    if args.other or args.json:
+        parser.error(f"--png and --open take one trace and print no report: drop {'the second trace' if args.other else '--json'}")
+    if args.png is None and args.step is not None:
+        parser.error("--step picks the step that --png draws: add --png")
+    if not args.open and args.port is not None:
+        parser.error("--port is where --open listens: add --open")
+    trace_path = Path(args.trace)
+    if args.png is not None:
+        png = Path(args.png) if args.png else picture_path(trace_path)
+        if png.suffix.lower() != ".png":
+            parser.error(f"--png writes a PNG: give it a file name ending in .png, not {png.name!r}")
+        writable_file(png, "the picture")
+        trace = read_trace(trace_path)
+        step = choose_step(trace, args.step)
+        drawn = write_picture(trace, step, png)
+        gpu = f": {gpu_counts(step)}, {len(drawn.arrows)} launch arrows" if step.gpu else ""
+        print(f"picture: {png} ({step.name}{gpu})", flush=True)
+    if args.open:
+        return open_in_perfetto(trace_path, args.port)
+    return 0
 
 
 # --- small helpers -------------------------------------------------------------------------------------------
