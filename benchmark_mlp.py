@@ -154,9 +154,15 @@ def run(argv: list[str] | None) -> list[Row]:
     stem = f"mlp_{'train_' if train else ''}{device.type}_{dtype_name(dtype)}"
     settings = Settings(device, dtype, args.warmup_ms, args.rep_ms, train=train)
     on_gpu = device.type == "cuda"
-    for shape in shapes:  # before minutes of measuring: each shape's eager run, a variant's and the fp32 check
+
+    def require_shape_fits(shape: Shape) -> None:
+        """Each shape's eager run, a variant's and the fp32 check: one line (exit 2) if they cannot fit."""
         elements = shape.train_elements if train else forward_elements(shape.batch, shape.seq, shape.dim, shape.hidden)
-        require_fit(device, elements * (2 * dtype.itemsize + 4), f"the {shape.name} shape's modules and tensors")
+        what = f"the {shape.name} shape's modules and tensors in {dtype_name(dtype)}"
+        require_fit(device, elements * (2 * dtype.itemsize + 4), what)
+
+    for shape in shapes:  # before minutes of measuring
+        require_shape_fits(shape)
 
     console.print(f"[bold]benchmark_mlp[/bold] · {describe_device(device)} · {dtype_name(dtype)} · "
                   f"{'forward + backward · ' if train else ''}{len(names)} variants × {len(shapes)} shapes")
@@ -184,6 +190,7 @@ def run(argv: list[str] | None) -> list[Row]:
         )
         progress.advance(task)
         for shape in shapes:
+            require_shape_fits(shape)  # again: what the shapes before it left, and what this one allocates
             torch.manual_seed(0)
             mlp = SimpleGeGLUMLP(shape.dim, shape.hidden).to(device, dtype).requires_grad_(train)
             # Correct first: every variant's output on x is judged against this same MLP in fp32 (in training

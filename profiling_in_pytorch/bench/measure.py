@@ -22,7 +22,7 @@ from profiling_in_pytorch.bench.rows import Row
 from profiling_in_pytorch.bench.shapes import Shape
 from profiling_in_pytorch.bench.timing import Ceilings, back_to_back, cpu_timing, gpu_timing
 from profiling_in_pytorch.bench.variants import Variant
-from profiling_in_pytorch.errors import UsageError, first_line
+from profiling_in_pytorch.errors import UsageError, first_line, is_out_of_memory
 from profiling_in_pytorch.lesson.profiling import synchronize
 from profiling_in_pytorch.mlp.accuracy import check_output
 
@@ -140,6 +140,8 @@ def measure(
         row.matmul_share = tflops / ceilings.matmul_tflops
         row.roofline_share = ceilings.floor_us(shape.flops, shape.min_bytes(x.element_size())) / timing.median_us
     except Exception as err:  # noqa: BLE001 - one variant failing (Liger missing, a compile error) is a result
+        if is_out_of_memory(err):
+            raise  # not the variant's failure but the shape's: the run ends in one line (errors.exits_cleanly)
         row.status, row.reason = "failed", failure_line(err)
     finally:
         del forward

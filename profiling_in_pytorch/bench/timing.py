@@ -16,6 +16,8 @@ from typing import Callable, Sequence
 
 import torch
 
+from profiling_in_pytorch.lesson.device import require_fit
+
 
 @dataclass(frozen=True)
 class Timing:
@@ -191,6 +193,8 @@ def measure_ceilings(device: torch.device, dtype: torch.dtype, warmup_ms: int, r
     on_gpu = device.type == "cuda"
     timing = gpu_timing if on_gpu else cpu_timing
     n = 8192 if on_gpu else (1024 if dtype == torch.float32 else 512)
+    nbytes = (1 << 30) if on_gpu else (64 << 20)
+    require_fit(device, max(3 * n * n * dtype.itemsize, 2 * nbytes), "the ceilings' GEMM and copy")
     a = torch.randn(n, n, device=device, dtype=dtype)
     b = torch.randn(n, n, device=device, dtype=dtype)
     # The peak rate, measured in a short burst. Under sustained load a GPU at its power limit clocks down
@@ -198,7 +202,6 @@ def measure_ceilings(device: torch.device, dtype: torch.dtype, warmup_ms: int, r
     # second), while a variant timed with a flush between calls sits in between.
     matmul_us = timing(lambda: torch.mm(a, b), warmup_ms, min(rep_ms, CEILING_BURST_MS)).p20_us
     del a, b
-    nbytes = (1 << 30) if on_gpu else (64 << 20)
     src = torch.empty(nbytes // 4, device=device, dtype=torch.float32).uniform_()
     dst = torch.empty_like(src)
     copy_us = timing(lambda: dst.copy_(src), warmup_ms, rep_ms).p20_us

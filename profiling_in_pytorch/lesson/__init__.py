@@ -33,9 +33,9 @@ from torch.profiler import ProfilerActivity, profile
 
 from profiling_in_pytorch.cli import DTYPE_NAMES, ArgumentParser, add_common_flags, positive_int
 from profiling_in_pytorch.console import Console
-from profiling_in_pytorch.errors import UsageError
+from profiling_in_pytorch.errors import UsageError, readable_bytes
 from profiling_in_pytorch.files import twin_trace, writable_dir, writable_file, write_atomically
-from profiling_in_pytorch.lesson.device import _bytes, describe_device, dtype_name, pick_device, pick_dtype, require_fit
+from profiling_in_pytorch.lesson.device import describe_device, dtype_name, pick_device, pick_dtype, require_fit
 from profiling_in_pytorch.lesson.profiling import ACTIVE, STEPS, WAIT, WARMUP, export_trace, synchronize  # noqa: F401 (lessons call lesson.synchronize)
 from profiling_in_pytorch.mlp.accuracy import check_backward, fp32_reference
 from profiling_in_pytorch.mlp.accuracy import check_output as check_output_against
@@ -262,12 +262,12 @@ def check_saved(name: str, saved, expected: str, why: str, allocated: int | None
     ok = seen == expected
     console.print("\n[bold]What the forward keeps for the backward[/bold] (saved-tensor hooks; weights left out)")
     console.print(f"  {'[green]✓[/green]' if ok else '[red]✗[/red]'} {escape(name)}: {escape(expected)} ({escape(why)})", soft_wrap=True)
-    console.print(f"      saved: {escape(seen)} = {_bytes(saved.activation_bytes)}", soft_wrap=True)
+    console.print(f"      saved: {escape(seen)} = {readable_bytes(saved.activation_bytes)}", soft_wrap=True)
     if allocated is not None:
         besides_x = sum(t.nbytes for t in saved.of_kind("activation"))
         console.print(
-            f"      allocator: {_bytes(allocated)} more allocated after the forward, its output left out "
-            f"(torch.cuda.memory_allocated); the saved tensors besides x: {_bytes(besides_x)}",
+            f"      allocator: {readable_bytes(allocated)} more allocated after the forward, its output left out "
+            f"(torch.cuda.memory_allocated); the saved tensors besides x: {readable_bytes(besides_x)}",
             soft_wrap=True,
         )
     return ok
