@@ -71,7 +71,7 @@ from profiling_in_pytorch.bench.variants import (
     parse_variants,
 )
 from profiling_in_pytorch.cli import DTYPE_NAMES, ArgumentParser, positive_int
-from profiling_in_pytorch.files import writable_dir
+from profiling_in_pytorch.files import writable_dir, writable_file
 from profiling_in_pytorch.lesson.device import describe_device, dtype_name, pick_device, pick_dtype, require_fit
 from profiling_in_pytorch.mlp import SimpleGeGLUMLP
 from profiling_in_pytorch.mlp.accuracy import TOLERANCES, fp32_reference
@@ -152,6 +152,8 @@ def run(argv: list[str] | None) -> list[Row]:
     out = writable_dir(Path(args.out), "results")
     train = args.train
     stem = f"mlp_{'train_' if train else ''}{device.type}_{dtype_name(dtype)}"
+    for suffix in ("json", "csv", "png"):  # now, not after minutes of measuring
+        writable_file(out / f"{stem}.{suffix}", "the results")
     settings = Settings(device, dtype, args.warmup_ms, args.rep_ms, train=train)
     on_gpu = device.type == "cuda"
 

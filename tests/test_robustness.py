@@ -175,6 +175,45 @@ def test_a_trace_path_too_long_for_the_file_system_is_one_line(tmp_path):
     assert "too long" in line, line
 
 
+def folder_of_length(base: Path, length: int) -> Path:
+    """A folder path of exactly `length` characters below `base`, in names of at most 200 (created by the run)."""
+    folder = str(base)
+    while len(folder) < length:
+        folder += "/" + "d" * min(200, length - len(folder) - 1)
+    return Path(folder)
+
+
+# Where each command writes, and the first file it writes there.
+WRITERS = {
+    "02_linear.py": ("--trace_dir", "02_linear/4_32_64_eager_fp32_cpu.json", ["--batch", "4"]),
+    "benchmark_mlp.py": ("--out", "mlp_cpu_fp32.json", ["--shapes", "2x3:8:16", "--variants", "eager"]),
+}
+
+
+@pytest.mark.parametrize("script", sorted(WRITERS))
+def test_a_folder_that_fits_the_path_limit_for_a_file_that_does_not_is_one_line(script, tmp_path):
+    # The folder (with the test file we create in it) fits the system's path limit; the file's path does not.
+    flag, file, args = WRITERS[script]
+    path_max = os.pathconf(tmp_path, "PC_PATH_MAX")  # with the terminating NUL byte
+    folder_part = os.path.dirname(file)
+    room = path_max - 1 - len("/.probe-xxxxxxxx") - (len(folder_part) + 1 if folder_part else 0)
+    folder = folder_of_length(tmp_path, room)
+    assert len(f"{folder}/{file}") > path_max - 1
+    line = one_line(run_script(script, *args, flag, str(folder), "--device", "cpu"), 2)
+    assert "its path is too long for this file system" in line and f"at most {path_max - 1:,}" in line, line
+    assert len(line) < 400, line  # the path is shown by its two ends
+    assert files_under(tmp_path) == []
+
+
+@pytest.mark.parametrize("script", sorted(WRITERS))
+def test_a_name_longer_than_the_file_system_takes_is_one_line(script, tmp_path):
+    flag, _, args = WRITERS[script]
+    name_max = os.pathconf(tmp_path, "PC_NAME_MAX")
+    line = one_line(run_script(script, *args, flag, str(tmp_path / ("n" * (name_max + 1))), "--device", "cpu"), 2)
+    assert f"a name in it is too long for this file system ({name_max + 1} bytes; at most {name_max})" in line, line
+    assert files_under(tmp_path) == []
+
+
 def test_compile_on_a_cpu_without_a_cpp_compiler_is_one_line(tmp_path):
     result = run_script("02_linear.py", "--batch", "4", "--compile", "--device", "cpu", "--trace_dir", str(tmp_path),
                         env={"CXX": "no-such-c++-compiler"})
