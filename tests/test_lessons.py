@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import inspect
+import json
+import os
 import re
+import subprocess
+import sys
 import textwrap
 
 import pytest
 import torch
-from conftest import ROOT, load_trace, run_script, stderr_lines
+from conftest import H200_EAGER, ROOT, load_trace, run_script, stderr_lines
 
 from profiling_in_pytorch.mlp import SimpleGeGLUMLP
 
@@ -141,3 +145,39 @@ def test_cuda_without_gpu(tmp_path):
     assert result.returncode == 2
     lines = stderr_lines(result)
     assert len(lines) == 1 and "no CUDA GPU" in lines[0], result.stderr
+
+
+# The lessons' op table from a GPU profile, with key_averages' rows as torch makes them (a key, a count, times).
+OP_TABLE = """
+import json, sys
+from types import SimpleNamespace
+import torch
+from profiling_in_pytorch import lesson
+rows = [SimpleNamespace(key=name, count=3 * (i + 1), cpu_time_total=12345.6 / (i + 1),
+                        self_cpu_time_total=1234.5 / (i + 1), device_time_total=9876.5 / (i + 1),
+                        self_device_time_total=987.6 / (i + 1))
+        for i, name in enumerate(json.loads(sys.argv[1]))]
+lesson.print_op_table(SimpleNamespace(key_averages=lambda: rows), torch.device("cuda"))
+"""
+
+
+def test_the_op_table_shows_each_name_on_one_line_at_80_columns():
+    """On an H200 the eager GELU's and mul's kernels are C++ templates of 451 and 345 characters: decoded and
+    shortened as trace-report shows them, each is one line of the table, the part that tells them apart kept."""
+    events = load_trace(H200_EAGER)["traceEvents"]
+    kernels = sorted({e["name"] for e in events if e.get("cat") == "kernel"}, key=len, reverse=True)
+    ops = sorted({e["name"] for e in events if e.get("cat") == "cpu_op"})[:15 - len(kernels)]
+    assert len(kernels[0]) > 300, kernels[0]
+    result = subprocess.run([sys.executable, "-c", OP_TABLE, json.dumps(kernels + ops)], cwd=ROOT, capture_output=True,
+                            text=True, env={**os.environ, "COLUMNS": "80"})
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    lines = result.stdout.splitlines()
+    body = lines[lines.index(next(line for line in lines if line.startswith("┡"))) + 1:]
+    body = body[:body.index(next(line for line in body if line.startswith("└")))]
+    assert len(body) == len(kernels + ops), result.stdout  # one line per row: no name folds onto a second
+    assert all(len(line) <= 80 for line in lines), result.stdout
+    for i, line in enumerate(body):
+        assert f"│ {3 * (i + 1):>5} │" in line, line  # the row's own numbers beside its name
+    shown = [line.split("│")[1].strip() for line in body]
+    assert any(name.endswith("kernel<gelu>") for name in shown) and any(name.endswith("kernel<mul>") for name in shown)
+    assert any(name.endswith("coopA_TNT") for name in shown), shown

@@ -41,8 +41,10 @@ from profiling_in_pytorch.mlp.accuracy import check_backward, fp32_reference
 from profiling_in_pytorch.mlp.accuracy import check_output as check_output_against
 from profiling_in_pytorch.traces.expect import Expectation, check_trace
 from profiling_in_pytorch.traces.expect import announce as print_expectations
+from profiling_in_pytorch.traces.kernel_names import short_name
 
 TABLE_ROWS = 15
+OP_NAME_MIN, OP_NAME_MAX = 12, 60  # the op table's name column, in characters
 
 CPU_NOTE = (
     "No GPU here, so this is a CPU profile: the trace has no GPU lane, the 'kernels' are the CPU ops "
@@ -336,25 +338,52 @@ def op_table_text(prof: profile, device: torch.device) -> str:
 
 
 def print_op_table(prof: profile, device: torch.device) -> None:
-    """The same rows in a table that fits a terminal: the ops that cost the most, per 3 active steps."""
+    """The same rows in a table that fits a terminal: the ops that cost the most, per 3 active steps.
+
+    A kernel's name is shown as trace-report shows it (`vectorized_elementwise_kernel<gelu>` for ATen's 450
+    characters of C++ template), on one line: the numbers keep their width, and a name longer than what is left
+    loses its middle to a "…" (its end tells `<gelu>` from `<mul>`, `coopA_TNT` from `coopB_TNT`). The .txt beside
+    the trace keeps every name whole.
+    """
     on_gpu = device.type == "cuda"
     averages = prof.key_averages()
-    rows = sorted(averages, key=lambda e: getattr(e, sort_key(device)), reverse=True)
-    table = Table(title=f"ops over {ACTIVE} active steps, by {'GPU' if on_gpu else 'CPU'} time (µs)")
-    table.add_column("op", overflow="fold", max_width=60)
-    table.add_column("calls", justify="right")
-    table.add_column("CPU total", justify="right")
-    table.add_column("self CPU", justify="right")
-    if on_gpu:
-        table.add_column("GPU total", justify="right")
-        table.add_column("self GPU", justify="right")
-    for row in rows[:TABLE_ROWS]:
-        cells = [row.key, str(row.count), f"{row.cpu_time_total:.1f}", f"{row.self_cpu_time_total:.1f}"]
+    rows = sorted(averages, key=lambda e: getattr(e, sort_key(device)), reverse=True)[:TABLE_ROWS]
+    names = [short_name(row.key) for row in rows]
+    numbers = []
+    for row in rows:
+        cells = [str(row.count), f"{row.cpu_time_total:.1f}", f"{row.self_cpu_time_total:.1f}"]
         if on_gpu:
             cells += [f"{row.device_time_total:.1f}", f"{row.self_device_time_total:.1f}"]
-        table.add_row(*cells)
+        numbers.append(cells)
+    headers = ["calls", "CPU total", "self CPU"] + (["GPU total", "self GPU"] if on_gpu else [])
+    longest = max((len(name) for name in names), default=2)
+    if _name_room(headers, numbers) < longest:
+        headers = [header.replace(" ", "\n") for header in headers]  # two-line headers leave the names more room
+    name_width = max(OP_NAME_MIN, min(OP_NAME_MAX, _name_room(headers, numbers), longest))
+    table = Table(title=f"ops over {ACTIVE} active steps, by {'GPU' if on_gpu else 'CPU'} time (µs)")
+    table.add_column("op", no_wrap=True, overflow="ellipsis", width=name_width)
+    for header in headers:
+        table.add_column(header, justify="right", no_wrap=True)
+    for name, cells in zip(names, numbers):
+        table.add_row(escape(_fit(name, name_width)), *cells)
     console.print(table)
     totals = f"Self CPU time total: {sum(e.self_cpu_time_total for e in averages) / 1e3:.3f} ms"
     if on_gpu:
         totals += f"   Self CUDA time total: {sum(e.self_device_time_total for e in averages) / 1e3:.3f} ms"
     console.print(totals)
+
+
+def _name_room(headers: list[str], numbers: list[list[str]]) -> int:
+    """What a line leaves the op's name beside the numbers: each column takes its widest cell or header line, a
+    space either side and a border; the name's column its spaces and two borders."""
+    widths = [max([len(cells[i]) for cells in numbers] + [len(line) for line in header.split("\n")])
+              for i, header in enumerate(headers)]
+    return console.width - sum(width + 3 for width in widths) - 4
+
+
+def _fit(name: str, width: int) -> str:
+    """`name` in `width` characters: whole, or its start and its end around a "…"."""
+    if len(name) <= width:
+        return name
+    head = (width - 1) * 2 // 5
+    return f"{name[:head]}…{name[len(name) - (width - 1 - head):]}"
