@@ -134,11 +134,7 @@ def measure(
 
         row.time_us, row.time_p20_us, row.time_p80_us = timing.median_us, timing.p20_us, timing.p80_us
         row.samples = timing.samples or None
-        tflops = shape.flops / (timing.median_us * 1e6)
-        row.tflops = tflops
-        ceilings = settings.ceilings
-        row.matmul_share = tflops / ceilings.matmul_tflops
-        row.roofline_share = ceilings.floor_us(shape.flops, shape.min_bytes(x.element_size())) / timing.median_us
+        row.tflops = shape.flops / (timing.median_us * 1e6)  # its shares of the ceilings: rows.add_hardware_shares
     except Exception as err:  # noqa: BLE001 - one variant failing (Liger missing, a compile error) is a result
         if is_out_of_memory(err):
             raise  # not the variant's failure but the shape's: the run ends in one line (errors.exits_cleanly)

@@ -131,7 +131,6 @@ def measure_training(
         row.time_us, row.time_p20_us, row.time_p80_us = timing.median_us, timing.p20_us, timing.p80_us
         row.samples = timing.samples or None
         row.tflops = shape.train_flops / (timing.median_us * 1e6)
-        row.matmul_share = row.tflops / settings.ceilings.matmul_tflops
 
         # 5. What the forward keeps for the backward, counted by autograd's saved-tensor hooks.
         status(f"{shape.name} · {variant.name}: counting what the forward saves")
