@@ -6,6 +6,7 @@ import inspect
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -181,3 +182,36 @@ def test_the_op_table_shows_each_name_on_one_line_at_80_columns():
     shown = [line.split("│")[1].strip() for line in body]
     assert any(name.endswith("kernel<gelu>") for name in shown) and any(name.endswith("kernel<mul>") for name in shown)
     assert any(name.endswith("coopA_TNT") for name in shown), shown
+
+
+def test_the_share_command_parses_under_the_trace_util_it_pins(tmp_path, monkeypatch):
+    """The printed command names trace-util's version, the folder the traces are in and a bucket name (not a path),
+    and trace-util 0.1.0's own command line (installed with the dev dependencies) takes its arguments."""
+    cli = pytest.importorskip("trace_util.cli")
+    import importlib.metadata
+
+    import typer
+    from huggingface_hub.utils import validate_repo_id
+
+    folder = tmp_path / "my traces!"
+    result = run_script("02_linear.py", *SMALL["02_linear.py"], "--trace_dir", str(folder), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    share = result.stdout.split("share it:", 1)[1].splitlines()
+    command = shlex.split(share[0])
+    assert command[:2] == ["uvx", f"trace-util@{importlib.metadata.version('trace-util')}"], command
+    assert command[1] == "trace-util@0.1.0"
+    assert command[2:] == ["my traces!", "-b", "my-traces"], command  # relative to where the lesson ran
+    validate_repo_id(command[4])  # a name the Hub takes, alone and under an account
+    validate_repo_id(f"someone/{command[4]}")
+    assert "hf auth login" in share[1] and "deleting nothing" in share[1] and "public" in share[1], share[1]
+
+    monkeypatch.chdir(tmp_path)
+    # trace-util 0.1.0 is `typer.run(share)`: the click command typer.run makes of it parses the arguments (and
+    # checks that the folder exists) without running the upload.
+    app = typer.Typer(add_completion=False)
+    app.command()(cli.share)
+    context = typer.main.get_command(app).make_context("trace-util", command[2:])
+    assert context.params["local_dir"] == folder.resolve() and context.params["bucket"] == "my-traces"
+    assert (folder / "02_linear" / f"{EXPECTED_TAGS['02_linear.py']}.json").is_file()
+    assert "local_dir" in subprocess.run([sys.executable, "-m", "trace_util.cli", "--help"], capture_output=True,
+                                         text=True, env={**os.environ, "COLUMNS": "200"}).stdout.lower()

@@ -20,6 +20,8 @@ import argparse
 import logging
 import math
 import os
+import re
+import shlex
 import shutil
 import sys
 from dataclasses import dataclass
@@ -289,22 +291,44 @@ def trace_of(run: Run, script: str, tag: Sequence[Any], *, compiled: bool) -> Pa
 def next_steps(run: Run, *, compare_with: Sequence[Path] = ()) -> None:
     """The commands to go on with, naming the files this run wrote and the traces it can be compared with."""
     report = _command("trace-report", "profiling_in_pytorch.traces.report")
-    trace = _shown(run.trace_path)
+    trace = shlex.quote(_shown(run.trace_path))
     console.print("\n[bold]Next[/bold]")
     console.print(f"  read it:   {report} {trace}", soft_wrap=True, markup=False)
     twin = twin_trace(run.trace_path, "eager" if run.compiled else "compile")
     for other in [twin, *compare_with]:
         if other.is_file() and other != run.trace_path:
-            console.print(f"  diff it:   {report} {_shown(other)} {trace}", soft_wrap=True, markup=False)
+            console.print(f"  diff it:   {report} {shlex.quote(_shown(other))} {trace}", soft_wrap=True, markup=False)
     console.print("  view it:   drag the .json into https://ui.perfetto.dev (the page reads it in your browser)")
-    top = _shown(run.trace_path.parent.parent)
+    folder = run.trace_path.parent.parent
+    shown, bucket = shlex.quote(_shown(folder)), bucket_name(folder)
+    console.print(f"  share it:  {share_command(folder)}", soft_wrap=True, markup=False)
     console.print(
-        f"  share it:  uvx trace-util traces -b {top}   uploads the folder {top} to a Hugging Face bucket under "
-        "your account (`hf auth login` first; it asks before creating the bucket) and prints a Perfetto link "
-        "per trace; the links open for others once the bucket is public",
+        f"             needs `hf auth login`; asks before creating the bucket {bucket} under your Hugging Face "
+        f"account, uploads the folder {shown} to it (deleting nothing there) and prints a Perfetto link per trace, "
+        "which opens for others once the bucket is public",
         soft_wrap=True,
         markup=False,
     )
+
+
+# trace-util's command line changed after 0.1.0 (`-b BUCKET -f FOLDER`, and a sync that by default deletes the
+# bucket's files missing from the folder): the command names the version whose arguments it was written for.
+TRACE_UTIL = "trace-util@0.1.0"
+
+
+def share_command(folder: Path) -> str:
+    """trace-util 0.1.0's command that uploads `folder` (a positional FOLDER, `-b BUCKET`): it syncs the folder into
+    the bucket under the logged-in account without deleting anything there, and prints a Perfetto link per .json."""
+    return f"uvx {TRACE_UTIL} {shlex.quote(_shown(folder))} -b {bucket_name(folder)}"
+
+
+def bucket_name(folder: Path) -> str:
+    """A bucket's name for `folder`, from the folder's own name, as the Hub takes names: ASCII letters, digits,
+    "-", "_" and ".", 96 at most, no "--" or "..", a letter or digit at each end ("traces" when nothing is left)."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", folder.resolve().name)
+    name = re.sub(r"-{2,}", "-", re.sub(r"\.{2,}", ".", name)).removesuffix(".git")
+    name = name[:96].strip("-._")
+    return name or "traces"
 
 
 def _command(script: str, module: str) -> str:
