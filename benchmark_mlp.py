@@ -17,8 +17,9 @@ The variants (all compute the post's `SimpleGeGLUMLP` forward with the same weig
     liger            Liger's LigerGEGLUMLP (loaded as 03_kernels_mlp.py loads it): a hand-written GeGLU kernel
     fused            FusedGeGLUMLP (05_fused_mlp.py): gate and up GEMM with the GeGLU in its epilogue, then down
 
-Once per run, the ceilings: a large GEMM and a large copy, measured in this run, on this machine. Then for each
-shape and variant, in this order (`measure()` in profiling_in_pytorch/bench/measure.py follows it step by step):
+Once per run, the ceilings: a large GEMM and a large copy, measured in this run, on this machine; the GEMM in short
+bursts, one first and one right after each variant (at the clocks it ran at), the best of them counting. Then for
+each shape and variant, in this order (`measure()` in profiling_in_pytorch/bench/measure.py follows it step by step):
 
 1. The first call, timed on its own: compilation, autotuning and JIT happen here, never in the timed runs.
 2. Warm-up forwards, and the peak memory they take (torch.cuda.max_memory_allocated above what was allocated).
@@ -55,10 +56,10 @@ from profiling_in_pytorch.bench import output, prose
 from profiling_in_pytorch.bench.measure import Settings, measure
 from profiling_in_pytorch.bench.output import console
 from profiling_in_pytorch.bench.pace import pace_story
-from profiling_in_pytorch.bench.rows import Row, add_speedups
+from profiling_in_pytorch.bench.rows import Row, add_hardware_shares, add_speedups
 from profiling_in_pytorch.bench.shapes import Shape, parse_shapes
 from profiling_in_pytorch.bench.table import shape_table, train_table
-from profiling_in_pytorch.bench.timing import measure_ceilings
+from profiling_in_pytorch.bench.timing import matmul_burst, measure_ceilings
 from profiling_in_pytorch.bench.training import measure_training, warm_autograd
 from profiling_in_pytorch.bench.variants import (
     Variant,
@@ -71,7 +72,7 @@ from profiling_in_pytorch.bench.variants import (
     parse_variants,
 )
 from profiling_in_pytorch.cli import DTYPE_NAMES, ArgumentParser, positive_int
-from profiling_in_pytorch.files import writable_dir
+from profiling_in_pytorch.files import writable_dir, writable_file
 from profiling_in_pytorch.lesson.device import describe_device, dtype_name, pick_device, pick_dtype, require_fit
 from profiling_in_pytorch.mlp import SimpleGeGLUMLP
 from profiling_in_pytorch.mlp.accuracy import TOLERANCES, fp32_reference
@@ -152,11 +153,19 @@ def run(argv: list[str] | None) -> list[Row]:
     out = writable_dir(Path(args.out), "results")
     train = args.train
     stem = f"mlp_{'train_' if train else ''}{device.type}_{dtype_name(dtype)}"
+    for suffix in ("json", "csv", "png"):  # now, not after minutes of measuring
+        writable_file(out / f"{stem}.{suffix}", "the results")
     settings = Settings(device, dtype, args.warmup_ms, args.rep_ms, train=train)
     on_gpu = device.type == "cuda"
-    for shape in shapes:  # before minutes of measuring: each shape's eager run, a variant's and the fp32 check
+
+    def require_shape_fits(shape: Shape) -> None:
+        """Each shape's eager run, a variant's and the fp32 check: one line (exit 2) if they cannot fit."""
         elements = shape.train_elements if train else forward_elements(shape.batch, shape.seq, shape.dim, shape.hidden)
-        require_fit(device, elements * (2 * dtype.itemsize + 4), f"the {shape.name} shape's modules and tensors")
+        what = f"the {shape.name} shape's modules and tensors in {dtype_name(dtype)}"
+        require_fit(device, elements * (2 * dtype.itemsize + 4), what)
+
+    for shape in shapes:  # before minutes of measuring
+        require_shape_fits(shape)
 
     console.print(f"[bold]benchmark_mlp[/bold] · {describe_device(device)} · {dtype_name(dtype)} · "
                   f"{'forward + backward · ' if train else ''}{len(names)} variants × {len(shapes)} shapes")
@@ -179,11 +188,12 @@ def run(argv: list[str] | None) -> list[Row]:
         settings.ceilings = c = measure_ceilings(device, dtype, args.warmup_ms, args.rep_ms)
         meta["ceilings"] = asdict(c)
         progress.console.print(
-            f"ceilings: {c.matmul_size}³ {dtype_name(dtype)} GEMM {c.matmul_tflops:,.3g} TFLOP/s (a short burst) · "
-            f"copy {c.copy_gb_per_s:,.0f} GB/s (read + write)"
+            f"ceilings: {c.matmul_size}³ {dtype_name(dtype)} GEMM {c.matmul_tflops:,.3g} TFLOP/s (a first short "
+            f"burst; one more after each variant, the best counts) · copy {c.copy_gb_per_s:,.0f} GB/s (read + write)"
         )
         progress.advance(task)
         for shape in shapes:
+            require_shape_fits(shape)  # again: what the shapes before it left, and what this one allocates
             torch.manual_seed(0)
             mlp = SimpleGeGLUMLP(shape.dim, shape.hidden).to(device, dtype).requires_grad_(train)
             # Correct first: every variant's output on x is judged against this same MLP in fp32 (in training
@@ -200,20 +210,29 @@ def run(argv: list[str] | None) -> list[Row]:
                     row = measure(VARIANTS[name], shape, mlp, settings, x=x, want=want, status=status)
                 shape_rows.append(row)
                 progress.console.print(prose.log_line(row), soft_wrap=True)
+                if row.time_us is not None:  # the GEMM again, at the clocks this variant ran at
+                    status(f"{shape.name} · {name}: the GEMM ceiling again")
+                    burst = matmul_burst(device, dtype, args.warmup_ms, args.rep_ms)
+                    settings.ceilings = settings.ceilings.with_matmul_burst(burst)
                 progress.advance(task)
             add_speedups(shape_rows)
             rows += shape_rows
             del mlp, x, dy, want
+            add_hardware_shares(rows, shapes, settings.ceilings, dtype.itemsize, train)  # against every burst so far
+            meta["ceilings"] = asdict(settings.ceilings)
             # Written after every shape, so that an interrupted run keeps what it measured.
             output.write_results([asdict(r) for r in rows], meta, out / f"{stem}.json", out / f"{stem}.csv")
         progress.update(task, description="done")
+    c = settings.ceilings
+    console.print(f"GEMM ceiling: {c.matmul_tflops:,.4g} TFLOP/s, the best of {len(c.matmul_bursts)} short bursts "
+                  f"({min(c.matmul_bursts):,.4g} to {max(c.matmul_bursts):,.4g})")
 
     # The table per shape, what went wrong under it, then who sets the pace.
     for shape in shapes:
         at_shape = [r for r in rows if r.shape == shape.name]
         console.print()
         console.print((train_table if train else shape_table)(shape, at_shape, settings))
-        for line in prose.under_table(at_shape):
+        for line in prose.under_table(at_shape) + ([] if train else prose.above_ceiling(at_shape, settings.ceilings)):
             console.print(line, soft_wrap=True)
     console.print()
     for line in prose.skipped(rows):

@@ -3,7 +3,13 @@
     bad input (a flag, a file, a size this machine cannot hold)   one line, exit 2
     Ctrl-C, anywhere (the imports included)                       "interrupted", exit 130
     output that cannot be written (a full disk, a closed stdout)  one line, exit 1
+    memory that runs out all the same (a failed allocation)       one line naming the sizes, exit 1
     a reader that left (`| head`)                                 nothing, exit 0
+
+A size check (`profiling_in_pytorch.lesson.device.require_fit`) compares a run's sizes with the free memory of the
+machine or the GPU; a process can still be held to less (a `ulimit -v`, a container's limit, another process
+taking the GPU's memory meanwhile). The check names what it admitted (`allocating`), so that when an allocation
+fails after it, the one line says what was being allocated and how much.
 
 Tracebacks are for our bugs. Importing this module first makes a Ctrl-C during the imports that follow (torch
 takes seconds to load) end in one line too: every command imports it before anything heavy.
@@ -14,6 +20,7 @@ from __future__ import annotations
 import errno
 import functools
 import os
+import re
 import sys
 import warnings
 from typing import Callable, TypeVar
@@ -22,6 +29,7 @@ T = TypeVar("T")
 
 EXIT_USAGE = 2
 EXIT_WRITE = 1
+EXIT_OUT_OF_MEMORY = 1
 EXIT_INTERRUPTED = 130
 
 
@@ -63,16 +71,83 @@ def fail(message: str) -> None:
     raise SystemExit(EXIT_USAGE)
 
 
-def _interrupted(err: BaseException) -> bool:
-    """Ctrl-C, or an error raised while unwinding from one (torch's profiler raises an AssertionError from its
-    __exit__ when a KeyboardInterrupt stops it mid-step)."""
+def _in_chain(err: BaseException, matches: Callable[[BaseException], bool]) -> BaseException | None:
+    """`err`, or the error it was raised while handling (and so on back), that `matches`; None if none does.
+    An error raised while unwinding from another (torch's profiler raises an AssertionError from its __exit__
+    when a KeyboardInterrupt stops it mid-step) hides the first one, which is the one to report."""
     seen = set()
     while err is not None and id(err) not in seen:
-        if isinstance(err, KeyboardInterrupt):
-            return True
+        if matches(err):
+            return err
         seen.add(id(err))
         err = err.__context__
-    return False
+    return None
+
+
+def _interrupted(err: BaseException) -> bool:
+    """Ctrl-C, or an error raised while unwinding from one."""
+    return _in_chain(err, lambda e: isinstance(e, KeyboardInterrupt)) is not None
+
+
+# --- memory that runs out --------------------------------------------------------------------------------------
+
+_admitted: str | None = None  # what the last size check let through, with its size
+
+
+def allocating(what: str) -> None:
+    """Say what the command allocates from here on, with its size ("the weights and one forward's tensors in
+    fp32 (8.6 GB in all)"): should an allocation fail, `exits_cleanly`'s one line names it."""
+    global _admitted
+    _admitted = what
+
+
+def is_out_of_memory(err: BaseException) -> bool:
+    """A failed allocation: torch's OutOfMemoryError (CUDA), its CPU allocator's RuntimeError ("DefaultCPUAllocator:
+    can't allocate memory"), cuBLAS failing to get its workspace, or Python's own MemoryError. Read by type name
+    and message: this module never imports torch (it loads before torch does)."""
+    if isinstance(err, MemoryError) or type(err).__name__ == "OutOfMemoryError":
+        return True
+    text = str(err)
+    return isinstance(err, RuntimeError) and any(
+        sign in text for sign in ("can't allocate memory", "CUDA out of memory", "CUBLAS_STATUS_ALLOC_FAILED")
+    )
+
+
+def readable_bytes(n: int) -> str:
+    """A byte count as people read it: 8.6 GB, 512.0 MB, 4,096 bytes."""
+    if n >= 1e18:
+        return f"{n:.1e} bytes"
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
+        if n >= size:
+            return f"{n / size:,.1f} {unit}"
+    return f"{n:,} bytes"
+
+
+def out_of_memory_line(err: BaseException) -> str:
+    """A failed allocation as one line: what the size check admitted, what torch could not get, what to try.
+
+    torch says how much it tried to allocate: "you tried to allocate 2147483648 bytes" (its CPU allocator),
+    "Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.06 GiB is free" (CUDA).
+    """
+    text = str(err)
+    on_gpu = type(err).__name__ == "OutOfMemoryError" or "CUDA" in text or "CUBLAS" in text
+    tried = re.search(r"tried to allocate (\d+) bytes", text, re.IGNORECASE)
+    tried = readable_bytes(int(tried.group(1))) if tried else _torch_size(r"Tried to allocate ([\d.]+ \w+)", text)
+    free = _torch_size(r"of which ([\d.]+ \w+) is free", text)
+    what = f" allocating {_admitted}" if _admitted else ""
+    could_not = f"{tried} more could not be had" if tried else "an allocation failed"
+    if on_gpu:
+        where = f" on the GPU ({free} free)" if free else " on the GPU"
+        hint = "other processes may hold the GPU's memory: nvidia-smi lists them"
+    else:
+        where = ""
+        hint = "this process may get less memory than the machine has free: a ulimit -v, a container's limit"
+    return f"out of memory{what}: {could_not}{where}; try smaller sizes ({hint})"
+
+
+def _torch_size(pattern: str, text: str) -> str | None:
+    found = re.search(pattern, text)
+    return found.group(1) if found else None
 
 
 # What our output says with symbols, for a terminal whose encoding cannot show them (LC_ALL=C): rich draws its
@@ -123,8 +198,9 @@ def _quiet_stdout() -> None:
 
 
 def exits_cleanly(main: Callable[..., T]) -> Callable[..., T]:
-    """Wrap a command's main: bad input, Ctrl-C, a reader that left and a failed write each end as the table above
-    says. The output is flushed inside, so that a write that fails at the end is caught here too."""
+    """Wrap a command's main: bad input, Ctrl-C, a reader that left, a failed write and a failed allocation each
+    end as the table above says. The output is flushed inside, so that a write that fails at the end is caught here
+    too."""
 
     @functools.wraps(main)
     def wrapper(*args, **kwargs):
@@ -145,6 +221,10 @@ def exits_cleanly(main: Callable[..., T]) -> Callable[..., T]:
             if _interrupted(err):
                 _say("interrupted")
                 raise SystemExit(EXIT_INTERRUPTED) from None
+            out_of_memory = _in_chain(err, is_out_of_memory)
+            if out_of_memory is not None:
+                _say(f"{_prog()}: error: {out_of_memory_line(out_of_memory)}")
+                raise SystemExit(EXIT_OUT_OF_MEMORY) from None
             if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EIO, errno.EBADF, errno.EDQUOT):
                 _say(f"{_prog()}: error: cannot write the output: {os.strerror(err.errno)}")
                 raise SystemExit(EXIT_WRITE) from None

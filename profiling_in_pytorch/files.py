@@ -10,31 +10,79 @@ from pathlib import Path
 from profiling_in_pytorch.errors import UsageError
 
 
+PROBE_PREFIX = ".probe-"
+SHOWN_PATH = 120  # longer paths are shown by their two ends in a one-line error
+
+
 def writable_dir(path: Path, what: str) -> Path:
     """Create `path` and prove we can write there, before spending minutes profiling or measuring."""
     try:
         path.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path, prefix=".probe-"):
+        with tempfile.NamedTemporaryFile(dir=path, prefix=PROBE_PREFIX):
             pass
     except (FileExistsError, NotADirectoryError):
         blocker = next((p for p in [path, *path.parents] if p.exists() and not p.is_dir()), path)
-        raise UsageError(f"cannot write {what} to {path}: {blocker} is a file, not a folder") from None
+        raise UsageError(f"cannot write {what} to {shown(path)}: {shown(blocker)} is a file, not a folder") from None
     except OSError as err:
-        raise UsageError(f"cannot write {what} to {path}: {err.strerror or err}") from None
+        why = _why_not(err, path, path / f"{PROBE_PREFIX}{'x' * 8}", "with a file in it")
+        raise UsageError(f"cannot write {what} to {shown(path)}: {why}") from None
     return path
 
 
 def writable_file(path: Path, what: str) -> Path:
     """Prove that `path` itself can be written, the way write_atomically will write it (a temporary sibling, then a
-    rename), before the long work: a folder in its place or a name too long for the file system fails here."""
-    if path.is_dir():
-        raise UsageError(f"cannot write {what} to {path}: a folder is there")
+    rename), before the long work: a folder in its place or a path too long for the file system fails here."""
     try:
+        if path.is_dir():
+            raise UsageError(f"cannot write {what} to {shown(path)}: a folder is there")
         temporary_sibling(path).unlink()
     except OSError as err:
-        why = "the file name is too long for this file system" if err.errno == errno.ENAMETOOLONG else err.strerror or err
-        raise UsageError(f"cannot write {what} to {path}: {why}") from None
+        why = _why_not(err, path, _temporary_name(path), "as the temporary file it is written to first")
+        raise UsageError(f"cannot write {what} to {shown(path)}: {why}") from None
     return path
+
+
+def _why_not(err: OSError, path: Path, written: Path, how: str) -> str:
+    return too_long(path, written, how) if err.errno == errno.ENAMETOOLONG else str(err.strerror or err)
+
+
+def too_long(path: Path, written: Path, how: str) -> str:
+    """Why the file system refused to write `written` for `path` (ENAMETOOLONG): one of the names, or the whole
+    path, is longer than it takes, in the bytes its limits count. `how`: what `written` is to `path`."""
+    existing = next((p for p in written.parents if _exists(p)), Path("/"))
+    name_max, path_max = _limit(existing, "PC_NAME_MAX", 255), _limit(existing, "PC_PATH_MAX", 4096)
+    for candidate, said in ((path, ""), (written, f" {how}")):
+        longest = max(len(os.fsencode(part)) for part in candidate.parts)
+        if longest > name_max:
+            return f"a name in it is too long for this file system ({longest:,} bytes{said}; at most {name_max:,})"
+    length = len(os.fsencode(os.path.abspath(written)))
+    # PATH_MAX counts the terminating NUL byte.
+    return f"its path is too long for this file system ({length:,} bytes {how}; at most {path_max - 1:,})"
+
+
+def _temporary_name(path: Path) -> Path:
+    """The name temporary_sibling gives a file written to `path`, its 8 random characters as x's."""
+    return path.with_name(f".{path.stem}-{'x' * 8}{path.suffix}")
+
+
+def shown(path: Path) -> str:
+    """A path for a one-line message: whole, or its first and last characters when it is longer than a line."""
+    text = str(path)
+    return text if len(text) <= SHOWN_PATH else f"{text[:40]}…{text[-(SHOWN_PATH - 41):]}"
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError:
+        return False
+
+
+def _limit(path: Path, name: str, default: int) -> int:
+    try:
+        return os.pathconf(path, name)
+    except (OSError, ValueError):
+        return default
 
 
 def temporary_sibling(path: Path) -> Path:

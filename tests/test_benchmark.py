@@ -18,10 +18,10 @@ import torch.nn.functional as F
 from conftest import FIXTURES, requires_cuda, run_script, stderr_lines
 from rich.console import Console
 
-from profiling_in_pytorch.bench import pace, table, timing
+from profiling_in_pytorch.bench import pace, prose, table, timing
 from profiling_in_pytorch.bench.kernels import kernel_counts
 from profiling_in_pytorch.bench.measure import Settings
-from profiling_in_pytorch.bench.rows import Row, add_speedups
+from profiling_in_pytorch.bench.rows import Row, add_hardware_shares, add_speedups
 from profiling_in_pytorch.bench.shapes import parse_shapes
 from profiling_in_pytorch.bench.variants import INDUCTOR_AUTOTUNE_LOGGER, Variant
 from profiling_in_pytorch.mlp import SimpleGeGLUMLP
@@ -68,6 +68,10 @@ def test_smoke_run_times_the_cpu_variants_and_names_the_others(smoke):
 
     meta = payload["meta"]
     assert meta["ceilings"]["matmul_tflops"] > 0 and meta["ceilings"]["copy_gb_per_s"] > 0
+    # The GEMM's ceiling: a first burst, then one after each timed variant (eager, compile); the best counts.
+    bursts = meta["ceilings"]["matmul_bursts"]
+    assert len(bursts) == 3 and meta["ceilings"]["matmul_tflops"] == max(bursts)
+    assert rows["eager"]["matmul_share"] == pytest.approx(rows["eager"]["tflops"] / max(bursts))
     assert meta["versions"]["torch"] == torch.__version__
 
     with open(out / "mlp_cpu_fp32.csv", newline="") as f:
@@ -280,6 +284,58 @@ def test_the_report_says_who_sets_the_pace_at_decode():
     text = console.export_text()
     assert "kernels/launches" in text and "4 / 2" in text and "WRONG" in text and "failed" in text
     assert "memory-bound" in text  # 14 MB of weights against 0.1 GFLOP
+
+
+def test_counts_per_forward_are_whole_where_whole_and_one_decimal_where_not():
+    # 16 kernels from 15 launches over the 3 profiled steps: 5.33333 / 5 read as 5.3 / 5.
+    rows = [gpu_row("eager", cpu=20.0, busy=8.0, loop=20.5, gpu=12.0, kernels=16 / 3, launches=15 / 3),
+            gpu_row("compile", cpu=35.0, busy=7.0, loop=35.5, gpu=10.0, kernels=4.0, launches=4 / 3 * 3)]
+    add_speedups(rows)
+    settings = Settings(torch.device("cuda"), torch.bfloat16, 25, 100, timing.Ceilings(700.0, 8192, 4000.0, 2 << 30))
+    console = Console(record=True, width=240)
+    console.print(table.shape_table(benchmark.PRESETS["decode"], rows, settings))
+    text = console.export_text()
+    assert "5.3 / 5 " in text and "4 / 4 " in text and "5.33" not in text, text
+    story = "\n".join(pace.pace_story(benchmark.PRESETS["decode"], rows, {}))
+    assert "Eager's 5.3 kernels" in story and "compile: 4 kernels from 4 launches" in story, story
+
+
+def seven_b_row(variant: str, time_us: float) -> Row:
+    shape = benchmark.PRESETS["7b"]
+    return Row(shape.name, shape.batch, shape.seq, shape.dim, shape.hidden, variant, rel_error=3e-3, tolerance=1.6e-2,
+               time_us=time_us, time_p20_us=time_us, time_p80_us=time_us, tflops=shape.flops / (time_us * 1e6),
+               loop_us=time_us, cpu_us=100.0, gpu_busy_us=time_us, gpu_busy_fraction=1.0, kernels=2, launches=2,
+               paced_by="GPU")
+
+
+def test_the_gemm_ceiling_is_the_best_burst_and_a_share_above_it_is_flagged():
+    """The 7B shape's fused forward at 3,211 µs is 690 TFLOP/s: against a first burst that read 675, 102.3%."""
+    shape = benchmark.PRESETS["7b"]
+    rows = [seven_b_row("eager", 3501.3), seven_b_row("fused", 3211.3)]
+    add_speedups(rows)
+    first = timing.Ceilings(675.0, 8192, 4000.0, 2 << 30, matmul_bursts=(675.0,))
+    add_hardware_shares(rows, [shape], first, 2, train=False)
+    assert rows[1].matmul_share == pytest.approx(1.023, abs=1e-3)
+
+    settings = Settings(torch.device("cuda"), torch.bfloat16, 25, 100, first)
+    console = Console(record=True, width=240)
+    console.print(table.shape_table(shape, rows, settings))
+    for line in prose.above_ceiling(rows, first):
+        console.print(line)
+    text = console.export_text()
+    fused_line = next(line for line in text.splitlines() if "│ fused" in line)
+    assert ">100*" in fused_line and "102.3" not in fused_line, fused_line
+    assert "fused: faster than the ceiling measured in this run allows" in text and "measured low" in text, text
+    story = "\n".join(pace.pace_story(shape, rows, {}))
+    assert "above the GEMM rate measured in this run" in story and "102%" not in story, story
+
+    # Bursts after the variants, at the clocks they ran at: the best is the ceiling, and the shares follow it.
+    ceilings = first.with_matmul_burst(745.0).with_matmul_burst(690.0)
+    assert ceilings.matmul_tflops == 745.0 and ceilings.matmul_bursts == (675.0, 745.0, 690.0)
+    add_hardware_shares(rows, [shape], ceilings, 2, train=False)
+    assert rows[1].matmul_share == pytest.approx(690.2 / 745.0, abs=1e-3)
+    assert prose.above_ceiling(rows, ceilings) == []
+    assert prose.share(rows[1].matmul_share) == "92.6"
 
 
 def test_who_sets_the_pace_is_trace_reports_verdict_rule():

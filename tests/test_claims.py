@@ -205,4 +205,5 @@ def test_the_printed_next_commands_name_files_that_exist(cpu_runs):
     assert "diff it:" in results["03 compile"].stdout
     assert "--open" in after.split("open it:", 1)[1].splitlines()[0]
     share = results["03"].stdout.split("share it:", 1)[1]
-    assert "uvx trace-util traces -b" in share and "hf auth login" in share and "public" in share
+    assert f"uvx trace-util@0.1.0 . -b {folder.name}" in share, share  # the folder the lessons ran in
+    assert "hf auth login" in share and "deleting nothing" in share and "public" in share

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import inspect
+import json
+import os
 import re
+import shlex
+import subprocess
+import sys
 import textwrap
 
 import pytest
 import torch
-from conftest import ROOT, load_trace, run_script, stderr_lines
+from conftest import H200_EAGER, ROOT, load_trace, run_script, stderr_lines
 
 from profiling_in_pytorch.mlp import SimpleGeGLUMLP
 
@@ -144,3 +149,72 @@ def test_cuda_without_gpu(tmp_path):
     assert result.returncode == 2
     lines = stderr_lines(result)
     assert len(lines) == 1 and "no CUDA GPU" in lines[0], result.stderr
+
+
+# The lessons' op table from a GPU profile, with key_averages' rows as torch makes them (a key, a count, times).
+OP_TABLE = """
+import json, sys
+from types import SimpleNamespace
+import torch
+from profiling_in_pytorch import lesson
+rows = [SimpleNamespace(key=name, count=3 * (i + 1), cpu_time_total=12345.6 / (i + 1),
+                        self_cpu_time_total=1234.5 / (i + 1), device_time_total=9876.5 / (i + 1),
+                        self_device_time_total=987.6 / (i + 1))
+        for i, name in enumerate(json.loads(sys.argv[1]))]
+lesson.print_op_table(SimpleNamespace(key_averages=lambda: rows), torch.device("cuda"))
+"""
+
+
+def test_the_op_table_shows_each_name_on_one_line_at_80_columns():
+    """On an H200 the eager GELU's and mul's kernels are C++ templates of 451 and 345 characters: decoded and
+    shortened as trace-report shows them, each is one line of the table, the part that tells them apart kept."""
+    events = load_trace(H200_EAGER)["traceEvents"]
+    kernels = sorted({e["name"] for e in events if e.get("cat") == "kernel"}, key=len, reverse=True)
+    ops = sorted({e["name"] for e in events if e.get("cat") == "cpu_op"})[:15 - len(kernels)]
+    assert len(kernels[0]) > 300, kernels[0]
+    result = subprocess.run([sys.executable, "-c", OP_TABLE, json.dumps(kernels + ops)], cwd=ROOT, capture_output=True,
+                            text=True, env={**os.environ, "COLUMNS": "80"})
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    lines = result.stdout.splitlines()
+    body = lines[lines.index(next(line for line in lines if line.startswith("┡"))) + 1:]
+    body = body[:body.index(next(line for line in body if line.startswith("└")))]
+    assert len(body) == len(kernels + ops), result.stdout  # one line per row: no name folds onto a second
+    assert all(len(line) <= 80 for line in lines), result.stdout
+    for i, line in enumerate(body):
+        assert f"│ {3 * (i + 1):>5} │" in line, line  # the row's own numbers beside its name
+    shown = [line.split("│")[1].strip() for line in body]
+    assert any(name.endswith("kernel<gelu>") for name in shown) and any(name.endswith("kernel<mul>") for name in shown)
+    assert any(name.endswith("coopA_TNT") for name in shown), shown
+
+
+def test_the_share_command_parses_under_the_trace_util_it_pins(tmp_path, monkeypatch):
+    """The printed command names trace-util's version, the folder the traces are in and a bucket name (not a path),
+    and trace-util 0.1.0's own command line (installed with the dev dependencies) takes its arguments."""
+    cli = pytest.importorskip("trace_util.cli")
+    import importlib.metadata
+
+    import typer
+    from huggingface_hub.utils import validate_repo_id
+
+    folder = tmp_path / "my traces!"
+    result = run_script("02_linear.py", *SMALL["02_linear.py"], "--trace_dir", str(folder), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    share = result.stdout.split("share it:", 1)[1].splitlines()
+    command = shlex.split(share[0])
+    assert command[:2] == ["uvx", f"trace-util@{importlib.metadata.version('trace-util')}"], command
+    assert command[1] == "trace-util@0.1.0"
+    assert command[2:] == ["my traces!", "-b", "my-traces"], command  # relative to where the lesson ran
+    validate_repo_id(command[4])  # a name the Hub takes, alone and under an account
+    validate_repo_id(f"someone/{command[4]}")
+    assert "hf auth login" in share[1] and "deleting nothing" in share[1] and "public" in share[1], share[1]
+
+    monkeypatch.chdir(tmp_path)
+    # trace-util 0.1.0 is `typer.run(share)`: the click command typer.run makes of it parses the arguments (and
+    # checks that the folder exists) without running the upload.
+    app = typer.Typer(add_completion=False)
+    app.command()(cli.share)
+    context = typer.main.get_command(app).make_context("trace-util", command[2:])
+    assert context.params["local_dir"] == folder.resolve() and context.params["bucket"] == "my-traces"
+    assert (folder / "02_linear" / f"{EXPECTED_TAGS['02_linear.py']}.json").is_file()
+    assert "local_dir" in subprocess.run([sys.executable, "-m", "trace_util.cli", "--help"], capture_output=True,
+                                         text=True, env={**os.environ, "COLUMNS": "200"}).stdout.lower()

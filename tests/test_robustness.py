@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import resource
 import signal
 import subprocess
 import sys
@@ -15,6 +17,8 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, ROOT, run_script, stderr_lines
+
+from profiling_in_pytorch.lesson.device import available_host_memory
 
 TRACE = FIXTURES / "h200" / "mlp_eager.json.gz"
 TRACE_REPORT = [sys.executable, "-m", "profiling_in_pytorch.traces.report"]
@@ -88,6 +92,65 @@ def test_sizes_too_large_for_this_machine_are_one_line_before_allocating(script,
     assert " need " in line and "available" in line and "try smaller sizes" in line, line
 
 
+# A process can be held to less memory than the machine has free (a `ulimit -v`, a container's limit): the size check
+# passes, and an allocation fails after it. Each run below is held to what importing torch and the package takes,
+# plus 0.5 GB, and asks for sizes that fit the machine (4-7 GB) but allocate more than 0.5 GB before profiling ends.
+HELD_RUNS = {
+    "01_matmul_add.py": ["--size", "14000"],  # x, w, b: 784 MB each, at torch.randn
+    "03_simple_mlp.py": ["--batch", "32", "--seq", "1024", "--dim", "64", "--hidden", "8192"],  # 1.1 GB in the forward
+    "benchmark_mlp.py": ["--shapes", "16x1024:64:8192", "--variants", "eager"],  # the fp32 check's 537 MB tensors
+}
+
+
+@pytest.fixture(scope="module")
+def imported_address_space() -> int:
+    """The address space a process takes once it has imported torch and the package (VmPeak, bytes)."""
+    code = ("import torch, profiling_in_pytorch.lesson, profiling_in_pytorch.bench.measure\n"
+            "print(open('/proc/self/status').read())")
+    status = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    return int(re.search(r"VmPeak:\s+(\d+) kB", status).group(1)) * 1024
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc (Linux)")
+@pytest.mark.parametrize("script", sorted(HELD_RUNS))
+def test_memory_a_process_is_held_below_is_one_line_and_exit_1(script, tmp_path, imported_address_space):
+    if (available_host_memory() or 0) < 8e9:
+        pytest.skip("the sizes must pass the machine's check: needs 8 GB available")
+    limit = imported_address_space + 500_000_000
+
+    def hold():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    out = ["--out", str(tmp_path)] if script == "benchmark_mlp.py" else ["--trace_dir", str(tmp_path)]
+    result = subprocess.run([sys.executable, str(ROOT / script), *HELD_RUNS[script], *out, "--device", "cpu"], cwd=ROOT,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"}, capture_output=True, text=True, timeout=300,
+                            preexec_fn=hold)
+    line = one_line(result, 1)
+    assert re.search(r"error: out of memory allocating .+ in fp32 \([\d.]+ GB in all\): [\d.]+ [MG]B more could not "
+                     r"be had; try smaller sizes \(.*ulimit -v", line), line
+    assert files_under(tmp_path) == []  # no trace, no table, no results, no temporary file
+
+
+def test_a_gpu_out_of_memory_is_one_line_naming_the_sizes_and_exit_1():
+    """What torch raises when a GPU's memory runs out (its own message), through the wrapper every command has."""
+    code = (
+        "import torch\n"
+        "from profiling_in_pytorch.errors import exits_cleanly\n"
+        "from profiling_in_pytorch.lesson.device import require_fit\n"
+        "@exits_cleanly\n"
+        "def main():\n"
+        "    require_fit(torch.device('cpu'), 1000, 'the weights')\n"
+        "    raise torch.OutOfMemoryError('CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total '\n"
+        "        'capacity of 79.19 GiB of which 1.06 GiB is free. Including non-PyTorch memory, this process has '\n"
+        "        '78.12 GiB memory in use. Of the allocated memory 77.50 GiB is allocated by PyTorch.')\n"
+        "main()\n"
+    )
+    line = one_line(run_script("-c", code), 1)
+    assert line == ("-c: error: out of memory allocating the weights (1,000 bytes in all): 20.00 GiB more could not be "
+                    "had on the GPU (1.06 GiB free); try smaller sizes (other processes may hold the GPU's memory: "
+                    "nvidia-smi lists them)"), line
+
+
 @pytest.mark.parametrize("text", ["٨", "1_000", "1e8", "8.0"])
 def test_sizes_take_ascii_digits_only(text, tmp_path):
     line = one_line(run_script("02_linear.py", "--batch", text, "--trace_dir", str(tmp_path)), 2)
@@ -110,6 +173,45 @@ def test_a_trace_path_too_long_for_the_file_system_is_one_line(tmp_path):
         deep = deep / ("d" * min(200, os.pathconf(tmp_path, "PC_NAME_MAX")))
     line = one_line(run_script("02_linear.py", "--batch", "4", "--device", "cpu", "--trace_dir", str(deep)), 2)
     assert "too long" in line, line
+
+
+def folder_of_length(base: Path, length: int) -> Path:
+    """A folder path of exactly `length` characters below `base`, in names of at most 200 (created by the run)."""
+    folder = str(base)
+    while len(folder) < length:
+        folder += "/" + "d" * min(200, length - len(folder) - 1)
+    return Path(folder)
+
+
+# Where each command writes, and the first file it writes there.
+WRITERS = {
+    "02_linear.py": ("--trace_dir", "02_linear/4_32_64_eager_fp32_cpu.json", ["--batch", "4"]),
+    "benchmark_mlp.py": ("--out", "mlp_cpu_fp32.json", ["--shapes", "2x3:8:16", "--variants", "eager"]),
+}
+
+
+@pytest.mark.parametrize("script", sorted(WRITERS))
+def test_a_folder_that_fits_the_path_limit_for_a_file_that_does_not_is_one_line(script, tmp_path):
+    # The folder (with the test file we create in it) fits the system's path limit; the file's path does not.
+    flag, file, args = WRITERS[script]
+    path_max = os.pathconf(tmp_path, "PC_PATH_MAX")  # with the terminating NUL byte
+    folder_part = os.path.dirname(file)
+    room = path_max - 1 - len("/.probe-xxxxxxxx") - (len(folder_part) + 1 if folder_part else 0)
+    folder = folder_of_length(tmp_path, room)
+    assert len(f"{folder}/{file}") > path_max - 1
+    line = one_line(run_script(script, *args, flag, str(folder), "--device", "cpu"), 2)
+    assert "its path is too long for this file system" in line and f"at most {path_max - 1:,}" in line, line
+    assert len(line) < 400, line  # the path is shown by its two ends
+    assert files_under(tmp_path) == []
+
+
+@pytest.mark.parametrize("script", sorted(WRITERS))
+def test_a_name_longer_than_the_file_system_takes_is_one_line(script, tmp_path):
+    flag, _, args = WRITERS[script]
+    name_max = os.pathconf(tmp_path, "PC_NAME_MAX")
+    line = one_line(run_script(script, *args, flag, str(tmp_path / ("n" * (name_max + 1))), "--device", "cpu"), 2)
+    assert f"a name in it is too long for this file system ({name_max + 1} bytes; at most {name_max})" in line, line
+    assert files_under(tmp_path) == []
 
 
 def test_compile_on_a_cpu_without_a_cpp_compiler_is_one_line(tmp_path):

@@ -22,7 +22,7 @@ from profiling_in_pytorch.bench.rows import Row
 from profiling_in_pytorch.bench.shapes import Shape
 from profiling_in_pytorch.bench.timing import Ceilings, back_to_back, cpu_timing, gpu_timing
 from profiling_in_pytorch.bench.variants import Variant
-from profiling_in_pytorch.errors import UsageError, first_line
+from profiling_in_pytorch.errors import UsageError, first_line, is_out_of_memory
 from profiling_in_pytorch.lesson.profiling import synchronize
 from profiling_in_pytorch.mlp.accuracy import check_output
 
@@ -134,12 +134,10 @@ def measure(
 
         row.time_us, row.time_p20_us, row.time_p80_us = timing.median_us, timing.p20_us, timing.p80_us
         row.samples = timing.samples or None
-        tflops = shape.flops / (timing.median_us * 1e6)
-        row.tflops = tflops
-        ceilings = settings.ceilings
-        row.matmul_share = tflops / ceilings.matmul_tflops
-        row.roofline_share = ceilings.floor_us(shape.flops, shape.min_bytes(x.element_size())) / timing.median_us
+        row.tflops = shape.flops / (timing.median_us * 1e6)  # its shares of the ceilings: rows.add_hardware_shares
     except Exception as err:  # noqa: BLE001 - one variant failing (Liger missing, a compile error) is a result
+        if is_out_of_memory(err):
+            raise  # not the variant's failure but the shape's: the run ends in one line (errors.exits_cleanly)
         row.status, row.reason = "failed", failure_line(err)
     finally:
         forward = None  # the module (a compiled graph, its CUDA graphs) goes before the collection below

@@ -8,6 +8,7 @@ per forward from the profile. "CPU" is the verdict's overhead-bound, "GPU" its c
 
 from __future__ import annotations
 
+from profiling_in_pytorch.bench.prose import ABOVE_CEILING, count
 from profiling_in_pytorch.bench.rows import Row
 from profiling_in_pytorch.bench.shapes import Shape
 from profiling_in_pytorch.traces.pace import CLOSE_TO_LINE, STARVED_SHARE
@@ -43,7 +44,7 @@ def pace_story(shape: Shape, rows: list[Row], per_call: dict[str, str]) -> list[
             else f"the GPU waits for the next launch {1 - eager.gpu_busy_fraction:.0%} of the time"
         )
         lines.append(
-            f"[bold]{shape.name}[/bold]: launch-bound. Eager's {eager.kernels:g} kernels keep the GPU busy "
+            f"[bold]{shape.name}[/bold]: launch-bound. Eager's {count(eager.kernels)} kernels keep the GPU busy "
             f"{eager.gpu_busy_us:,.1f} µs per forward, but {why}, so "
             f"forwards in a loop go at the CPU's pace (GPU busy {eager.gpu_busy_fraction:.0%}){close_to_line(eager)}. "
             "Fewer kernels only help if they also cost the CPU less:"
@@ -53,14 +54,21 @@ def pace_story(shape: Shape, rows: list[Row], per_call: dict[str, str]) -> list[
         lines.append(
             f"[bold]{shape.name}[/bold]: GPU-bound. The CPU issues a forward in {eager.cpu_us:,.1f} µs while the GPU "
             f"works {eager.gpu_busy_us:,.1f} µs{close_to_line(eager)}, so launch costs hide and the kernels decide: "
-            f"fastest is {best.variant} at {best.tflops:,.0f} TFLOP/s, {best.matmul_share:.0%} of this GPU's GEMM rate."
+            f"fastest is {best.variant} at {best.tflops:,.0f} TFLOP/s, {of_gemm_rate(best.matmul_share)}."
         )
     for name, row in ok.items():
         if name == "eager" or eager.paced_by != "CPU":
             continue
         lines.append(
-            f"  {name}: {row.kernels:g} kernels from {row.launches:g} launches, {row.cpu_us:,.1f} µs of CPU per "
-            f"forward ({per_call.get(name, '')}) → {row.loop_speedup:.2f}× eager in a loop "
+            f"  {name}: {count(row.kernels)} kernels from {count(row.launches)} launches, {row.cpu_us:,.1f} µs of "
+            f"CPU per forward ({per_call.get(name, '')}) → {row.loop_speedup:.2f}× eager in a loop "
             f"(GPU time alone: {row.speedup:.2f}×)"
         )
     return lines
+
+
+def of_gemm_rate(matmul_share: float) -> str:
+    """The fastest variant's share of the GEMM ceiling, in words; above it, only that the ceiling read low."""
+    if matmul_share > 1:
+        return f"above the GEMM rate measured in this run ({ABOVE_CEILING}: that rate was measured low)"
+    return f"{matmul_share:.0%} of this GPU's GEMM rate"

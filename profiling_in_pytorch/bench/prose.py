@@ -20,8 +20,9 @@ def legend(on_gpu: bool, dtype_label: str, tolerance: float) -> str:
         "µs: time.perf_counter around each forward (the CPU runs it). No GPU: no kernels, launches or GPU memory. "
     )
     return (
-        f"[dim]{timer}% matmul: TFLOP/s over a large GEMM's; % floor: the fastest possible forward (its FLOPs at "
-        "that GEMM rate, or its weights and activations moved once at copy speed) over the measured time. "
+        f"[dim]{timer}% matmul: TFLOP/s over a large GEMM's (the best of short bursts, one after each variant); "
+        "% floor: the fastest possible forward (its FLOPs at that GEMM rate, or its weights and activations moved "
+        "once at copy speed) over the measured time. "
         f"Checked against fp32: ‖out−ref‖/‖ref‖ ≤ {tolerance:g} ({dtype_label}).[/dim]"
     )
 
@@ -41,6 +42,36 @@ def train_legend(on_gpu: bool, dtype_label: str, tolerance: float) -> str:
         "the activations, counted by autograd's saved-tensor hooks; weights left out). Checked against fp32: the "
         f"output, x's gradient and each weight's, ‖got−ref‖/‖ref‖ ≤ {tolerance:g} ({dtype_label}).[/dim]"
     )
+
+
+def count(value: float) -> str:
+    """Kernels or launches per forward, an average over the profiled steps: whole where it is whole (5), one
+    decimal where it is not (16 kernels in 3 steps: 5.3)."""
+    return f"{round(value)}" if abs(value - round(value)) < 1e-6 else f"{value:.1f}"
+
+
+ABOVE_CEILING = ">100*"
+
+
+def share(value: float | None) -> str:
+    """A share of a ceiling, in %; above 100 it says only that the ceiling was measured low (see above_ceiling)."""
+    if value is None:
+        return "—"
+    return ABOVE_CEILING if value > 1 else f"{value * 100:.1f}"
+
+
+def above_ceiling(rows: list[Row], ceilings) -> list[str]:
+    """Under a table where a share exceeds 100%: why that is no measurement of the variant (`timing.Ceilings`)."""
+    high = [r.variant for r in rows if (r.matmul_share or 0) > 1 or (r.roofline_share or 0) > 1]
+    if not high:
+        return []
+    bursts = ceilings.matmul_bursts or (ceilings.matmul_tflops,)
+    return [
+        f"  [yellow]{ABOVE_CEILING}[/yellow] {', '.join(high)}: faster than the ceiling measured in this run allows "
+        f"(the GEMM's best of {len(bursts)} short bursts, {ceilings.matmul_tflops:,.4g} TFLOP/s; the copy "
+        f"{ceilings.copy_gb_per_s:,.0f} GB/s): that ceiling was measured low (the GPU clocked lower during its "
+        "bursts than during this variant), so the share is not a fraction of what the hardware allows"
+    ]
 
 
 def log_line(row: Row) -> str:

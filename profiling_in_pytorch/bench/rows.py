@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from profiling_in_pytorch.bench.shapes import Shape
+
 
 @dataclass
 class Row:
@@ -30,10 +32,10 @@ class Row:
     time_p80_us: float | None = None
     samples: int | None = None
     speedup: float | None = None  # eager's time_us / this one's
-    # Against the hardware: the ceilings measured in the same run.
+    # Against the hardware: the ceilings measured in the same run (above 1 when a ceiling was measured low).
     tflops: float | None = None
     matmul_share: float | None = None  # tflops / the measured GEMM rate
-    roofline_share: float | None = None  # the shape's floor (compute or memory) / time_us
+    roofline_share: float | None = None  # the shape's floor (compute or memory) / time_us; forward only
     # Back to back, as a decode loop issues forwards (GPU only).
     loop_us: float | None = None  # per forward
     loop_speedup: float | None = None
@@ -64,3 +66,16 @@ def add_speedups(rows: list[Row]) -> None:
         row.speedup = base.time_us / row.time_us
         if base.loop_us and row.loop_us:
             row.loop_speedup = base.loop_us / row.loop_us
+
+
+def add_hardware_shares(rows: list[Row], shapes: list[Shape], ceilings, element_size: int, train: bool) -> None:
+    """Each timed row against the ceilings (`timing.Ceilings`): its TFLOP/s over the GEMM's rate, and (forward
+    only) the shape's floor over its time. Computed again whenever a GEMM burst raises the ceiling."""
+    by_name = {shape.name: shape for shape in shapes}
+    for row in rows:
+        if row.tflops is None:
+            continue
+        row.matmul_share = row.tflops / ceilings.matmul_tflops
+        if not train:
+            shape = by_name[row.shape]
+            row.roofline_share = ceilings.floor_us(shape.flops, shape.min_bytes(element_size)) / row.time_us

@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from profiling_in_pytorch.bench.measure import Settings
+from profiling_in_pytorch.bench.prose import count, share
 from profiling_in_pytorch.bench.rows import Row
 from profiling_in_pytorch.bench.shapes import Shape
 
@@ -52,11 +53,11 @@ def shape_table(shape: Shape, rows: list[Row], settings: Settings) -> Table:
             f"{row.time_us:,.1f} ({row.time_p20_us:,.1f}–{row.time_p80_us:,.1f})" if timed else "—",
             fmt(row.speedup, ".2f"),
             fmt(row.tflops, ".3g"),
-            fmt(row.matmul_share and row.matmul_share * 100, ".1f"),
-            fmt(row.roofline_share and row.roofline_share * 100, ".1f"),
+            share(row.matmul_share),
+            share(row.roofline_share),
         ]
         if on_gpu:
-            counts = f"{row.kernels:g} / {row.launches:g}" if row.kernels is not None else "—"
+            counts = f"{count(row.kernels)} / {count(row.launches)}" if row.kernels is not None else "—"
             busy = fmt(row.gpu_busy_fraction and row.gpu_busy_fraction * 100, ".0f")
             cells += [
                 fmt(row.loop_us, ",.1f"),

@@ -31,6 +31,7 @@ from profiling_in_pytorch.bench.rows import Row
 from profiling_in_pytorch.bench.shapes import Shape
 from profiling_in_pytorch.bench.timing import cpu_timing, gpu_timing
 from profiling_in_pytorch.bench.variants import Variant
+from profiling_in_pytorch.errors import is_out_of_memory
 from profiling_in_pytorch.lesson.profiling import synchronize
 from profiling_in_pytorch.mlp.accuracy import Accuracy, check_backward
 from profiling_in_pytorch.mlp.saved import saved_for_backward
@@ -130,7 +131,6 @@ def measure_training(
         row.time_us, row.time_p20_us, row.time_p80_us = timing.median_us, timing.p20_us, timing.p80_us
         row.samples = timing.samples or None
         row.tflops = shape.train_flops / (timing.median_us * 1e6)
-        row.matmul_share = row.tflops / settings.ceilings.matmul_tflops
 
         # 5. What the forward keeps for the backward, counted by autograd's saved-tensor hooks.
         status(f"{shape.name} · {variant.name}: counting what the forward saves")
@@ -139,6 +139,8 @@ def measure_training(
         out.backward(dy)  # releases what was saved
         row.saved_bytes, row.saved = saved.activation_bytes, saved.describe()
     except Exception as err:  # noqa: BLE001 - one variant failing (a kernel without a backward) is a result
+        if is_out_of_memory(err):
+            raise  # not the variant's failure but the shape's: the run ends in one line (errors.exits_cleanly)
         row.status, row.reason = "failed", failure_line(err)
     finally:
         for tensor in (*weights, *inputs):

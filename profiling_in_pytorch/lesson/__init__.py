@@ -21,6 +21,8 @@ import argparse
 import logging
 import math
 import os
+import re
+import shlex
 import shutil
 import sys
 from dataclasses import dataclass
@@ -34,9 +36,9 @@ from torch.profiler import ProfilerActivity, profile
 
 from profiling_in_pytorch.cli import DTYPE_NAMES, ArgumentParser, add_common_flags, positive_int
 from profiling_in_pytorch.console import Console
-from profiling_in_pytorch.errors import UsageError
+from profiling_in_pytorch.errors import UsageError, readable_bytes
 from profiling_in_pytorch.files import twin_trace, writable_dir, writable_file, write_atomically
-from profiling_in_pytorch.lesson.device import _bytes, describe_device, dtype_name, pick_device, pick_dtype, require_fit
+from profiling_in_pytorch.lesson.device import describe_device, dtype_name, pick_device, pick_dtype, require_fit
 from profiling_in_pytorch.lesson.profiling import ACTIVE, STEPS, WAIT, WARMUP, export_trace, synchronize  # noqa: F401 (lessons call lesson.synchronize)
 from profiling_in_pytorch.mlp.accuracy import check_backward, fp32_reference
 from profiling_in_pytorch.mlp.accuracy import check_output as check_output_against
@@ -44,8 +46,10 @@ from profiling_in_pytorch.traces import read_trace
 from profiling_in_pytorch.traces.checks import Expectation, check_trace
 from profiling_in_pytorch.traces.checks import announce as print_expectations
 from profiling_in_pytorch.traces.picture import picture_path, write_picture
+from profiling_in_pytorch.traces.kernel_names import short_name
 
 TABLE_ROWS = 15
+OP_NAME_MIN, OP_NAME_MAX = 12, 60  # the op table's name column, in characters
 
 CPU_NOTE = (
     "No GPU here, so this is a CPU profile: the trace has no GPU lane, the 'kernels' are the CPU ops "
@@ -274,12 +278,12 @@ def check_saved(name: str, saved, expected: str, why: str, allocated: int | None
     ok = seen == expected
     console.print("\n[bold]What the forward keeps for the backward[/bold] (saved-tensor hooks; weights left out)")
     console.print(f"  {'[green]✓[/green]' if ok else '[red]✗[/red]'} {escape(name)}: {escape(expected)} ({escape(why)})", soft_wrap=True)
-    console.print(f"      saved: {escape(seen)} = {_bytes(saved.activation_bytes)}", soft_wrap=True)
+    console.print(f"      saved: {escape(seen)} = {readable_bytes(saved.activation_bytes)}", soft_wrap=True)
     if allocated is not None:
         besides_x = sum(t.nbytes for t in saved.of_kind("activation"))
         console.print(
-            f"      allocator: {_bytes(allocated)} more allocated after the forward, its output left out "
-            f"(torch.cuda.memory_allocated); the saved tensors besides x: {_bytes(besides_x)}",
+            f"      allocator: {readable_bytes(allocated)} more allocated after the forward, its output left out "
+            f"(torch.cuda.memory_allocated); the saved tensors besides x: {readable_bytes(besides_x)}",
             soft_wrap=True,
         )
     return ok
@@ -299,17 +303,17 @@ def trace_of(run: Run, script: str, tag: Sequence[Any], *, compiled: bool) -> Pa
 def next_steps(run: Run, *, compare_with: Sequence[Path] = ()) -> None:
     """The commands to go on with, naming the files this run wrote and the traces it can be compared with."""
     report = _command("trace-report", "profiling_in_pytorch.traces.report")
-    trace = _shown(run.trace_path)
+    trace = shlex.quote(_shown(run.trace_path))
     console.print("\n[bold]Next[/bold]")
     console.print(f"  read it:   {report} {trace}", soft_wrap=True, markup=False)
     twin = twin_trace(run.trace_path, "eager" if run.compiled else "compile")
     for other in [twin, *compare_with]:
         if other.is_file() and other != run.trace_path:
-            console.print(f"  diff it:   {report} {_shown(other)} {trace}", soft_wrap=True, markup=False)
+            console.print(f"  diff it:   {report} {shlex.quote(_shown(other))} {trace}", soft_wrap=True, markup=False)
     on_gpu = run.device.type == "cuda"
     drawn = "the CPU's boxes over the GPU's kernels, an arrow from each launch" if on_gpu else "the CPU thread's nested boxes"
     console.print(
-        f"  see it:    {_shown(run.picture_path)}   its first recorded step as Perfetto draws it: {drawn}",
+        f"  see it:    {shlex.quote(_shown(run.picture_path))}   its first recorded step as Perfetto draws it: {drawn}",
         soft_wrap=True,
         markup=False,
     )
@@ -319,14 +323,36 @@ def next_steps(run: Run, *, compare_with: Sequence[Path] = ()) -> None:
         soft_wrap=True,
         markup=False,
     )
-    top = _shown(run.trace_path.parent.parent)
+    folder = run.trace_path.parent.parent
+    shown, bucket = shlex.quote(_shown(folder)), bucket_name(folder)
+    console.print(f"  share it:  {share_command(folder)}", soft_wrap=True, markup=False)
     console.print(
-        f"  share it:  uvx trace-util traces -b {top}   uploads the folder {top} to a Hugging Face bucket under "
-        "your account (`hf auth login` first; it asks before creating the bucket) and prints a Perfetto link "
-        "per trace; the links open for others once the bucket is public",
+        f"             needs `hf auth login`; asks before creating the bucket {bucket} under your Hugging Face "
+        f"account, uploads the folder {shown} to it (deleting nothing there) and prints a Perfetto link per trace, "
+        "which opens for others once the bucket is public",
         soft_wrap=True,
         markup=False,
     )
+
+
+# trace-util's command line changed after 0.1.0 (`-b BUCKET -f FOLDER`, and a sync that by default deletes the
+# bucket's files missing from the folder): the command names the version whose arguments it was written for.
+TRACE_UTIL = "trace-util@0.1.0"
+
+
+def share_command(folder: Path) -> str:
+    """trace-util 0.1.0's command that uploads `folder` (a positional FOLDER, `-b BUCKET`): it syncs the folder into
+    the bucket under the logged-in account without deleting anything there, and prints a Perfetto link per .json."""
+    return f"uvx {TRACE_UTIL} {shlex.quote(_shown(folder))} -b {bucket_name(folder)}"
+
+
+def bucket_name(folder: Path) -> str:
+    """A bucket's name for `folder`, from the folder's own name, as the Hub takes names: ASCII letters, digits,
+    "-", "_" and ".", 96 at most, no "--" or "..", a letter or digit at each end ("traces" when nothing is left)."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", folder.resolve().name)
+    name = re.sub(r"-{2,}", "-", re.sub(r"\.{2,}", ".", name)).removesuffix(".git")
+    name = name[:96].strip("-._")
+    return name or "traces"
 
 
 def _command(script: str, module: str) -> str:
@@ -360,25 +386,52 @@ def op_table_text(prof: profile, device: torch.device) -> str:
 
 
 def print_op_table(prof: profile, device: torch.device) -> None:
-    """The same rows in a table that fits a terminal: the ops that cost the most, per 3 active steps."""
+    """The same rows in a table that fits a terminal: the ops that cost the most, per 3 active steps.
+
+    A kernel's name is shown as trace-report shows it (`vectorized_elementwise_kernel<gelu>` for ATen's 450
+    characters of C++ template), on one line: the numbers keep their width, and a name longer than what is left
+    loses its middle to a "…" (its end tells `<gelu>` from `<mul>`, `coopA_TNT` from `coopB_TNT`). The .txt beside
+    the trace keeps every name whole.
+    """
     on_gpu = device.type == "cuda"
     averages = prof.key_averages()
-    rows = sorted(averages, key=lambda e: getattr(e, sort_key(device)), reverse=True)
-    table = Table(title=f"ops over {ACTIVE} active steps, by {'GPU' if on_gpu else 'CPU'} time (µs)")
-    table.add_column("op", overflow="fold", max_width=60)
-    table.add_column("calls", justify="right")
-    table.add_column("CPU total", justify="right")
-    table.add_column("self CPU", justify="right")
-    if on_gpu:
-        table.add_column("GPU total", justify="right")
-        table.add_column("self GPU", justify="right")
-    for row in rows[:TABLE_ROWS]:
-        cells = [row.key, str(row.count), f"{row.cpu_time_total:.1f}", f"{row.self_cpu_time_total:.1f}"]
+    rows = sorted(averages, key=lambda e: getattr(e, sort_key(device)), reverse=True)[:TABLE_ROWS]
+    names = [short_name(row.key) for row in rows]
+    numbers = []
+    for row in rows:
+        cells = [str(row.count), f"{row.cpu_time_total:.1f}", f"{row.self_cpu_time_total:.1f}"]
         if on_gpu:
             cells += [f"{row.device_time_total:.1f}", f"{row.self_device_time_total:.1f}"]
-        table.add_row(*cells)
+        numbers.append(cells)
+    headers = ["calls", "CPU total", "self CPU"] + (["GPU total", "self GPU"] if on_gpu else [])
+    longest = max((len(name) for name in names), default=2)
+    if _name_room(headers, numbers) < longest:
+        headers = [header.replace(" ", "\n") for header in headers]  # two-line headers leave the names more room
+    name_width = max(OP_NAME_MIN, min(OP_NAME_MAX, _name_room(headers, numbers), longest))
+    table = Table(title=f"ops over {ACTIVE} active steps, by {'GPU' if on_gpu else 'CPU'} time (µs)")
+    table.add_column("op", no_wrap=True, overflow="ellipsis", width=name_width)
+    for header in headers:
+        table.add_column(header, justify="right", no_wrap=True)
+    for name, cells in zip(names, numbers):
+        table.add_row(escape(_fit(name, name_width)), *cells)
     console.print(table)
     totals = f"Self CPU time total: {sum(e.self_cpu_time_total for e in averages) / 1e3:.3f} ms"
     if on_gpu:
         totals += f"   Self CUDA time total: {sum(e.self_device_time_total for e in averages) / 1e3:.3f} ms"
     console.print(totals)
+
+
+def _name_room(headers: list[str], numbers: list[list[str]]) -> int:
+    """What a line leaves the op's name beside the numbers: each column takes its widest cell or header line, a
+    space either side and a border; the name's column its spaces and two borders."""
+    widths = [max([len(cells[i]) for cells in numbers] + [len(line) for line in header.split("\n")])
+              for i, header in enumerate(headers)]
+    return console.width - sum(width + 3 for width in widths) - 4
+
+
+def _fit(name: str, width: int) -> str:
+    """`name` in `width` characters: whole, or its start and its end around a "…"."""
+    if len(name) <= width:
+        return name
+    head = (width - 1) * 2 // 5
+    return f"{name[:head]}…{name[len(name) - (width - 1 - head):]}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from profiling_in_pytorch.errors import UsageError
+from profiling_in_pytorch.errors import UsageError, allocating, readable_bytes
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
@@ -46,15 +46,19 @@ def describe_device(device: torch.device) -> str:
 
 
 def require_fit(device: torch.device, nbytes: int, what: str) -> None:
-    """Raise UsageError (one line) when `nbytes` exceed the free GPU memory, or the host's available memory."""
+    """Raise UsageError (one line) when `nbytes` exceed the free GPU memory, or the host's available memory.
+
+    What fits is then named as what the command allocates (`errors.allocating`): the process may still be held
+    to less than the machine has, and a failed allocation after this check then says what it was allocating."""
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
-        where = f"{torch.cuda.get_device_name(device)} has {_bytes(free)} free"
+        where = f"{torch.cuda.get_device_name(device)} has {readable_bytes(free)} free"
     else:
         free = available_host_memory()
-        where = f"this machine has {_bytes(free)} available" if free is not None else ""
+        where = f"this machine has {readable_bytes(free)} available" if free is not None else ""
     if free is not None and nbytes > free:
-        raise UsageError(f"{what} need {_bytes(nbytes)}, and {where}: try smaller sizes")
+        raise UsageError(f"{what} need {readable_bytes(nbytes)}, and {where}: try smaller sizes")
+    allocating(f"{what} ({readable_bytes(nbytes)} in all)")
 
 
 def available_host_memory() -> int | None:
@@ -68,11 +72,3 @@ def available_host_memory() -> int | None:
         pass
     return None
 
-
-def _bytes(n: int) -> str:
-    if n >= 1e18:
-        return f"{n:.1e} bytes"
-    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
-        if n >= size:
-            return f"{n / size:,.1f} {unit}"
-    return f"{n:,} bytes"
