@@ -28,8 +28,10 @@ from profiling_in_pytorch.console import Console
 from profiling_in_pytorch.errors import exits_cleanly
 from profiling_in_pytorch.traces.kernel_names import decode
 from profiling_in_pytorch.traces.reader import Step, Trace, TraceDiff, Verdict, diff, per_step_count, read_trace, runtime_rows
+from profiling_in_pytorch.traces.summary import SHORT_STEP_KERNELS, print_summary, summarize
 
 DEFAULT_STEPS = 3
+AUTO_STEPS = -1  # --steps not given: DEFAULT_STEPS when a step is short (summary.SHORT_STEP_KERNELS), else none
 DEFAULT_ROWS = 40
 
 
@@ -46,8 +48,9 @@ def build_parser() -> ArgumentParser:
     parser.add_argument(
         "--steps",
         type=_steps_flag,
-        default=DEFAULT_STEPS,
-        help=f"how many steps to print one by one: a number or 'all' (default: {DEFAULT_STEPS})",
+        default=AUTO_STEPS,
+        help=f"how many steps to print one by one: a number or 'all' (default: {DEFAULT_STEPS} when a step has at "
+        f"most {SHORT_STEP_KERNELS} kernels, else none: the summary stands for them)",
     )
     parser.add_argument(
         "--rows",
@@ -68,8 +71,8 @@ def _main(argv: Sequence[str] | None) -> int:
     second = read_trace(args.other) if args.other else None
     rows = None if args.rows == 0 else args.rows
     if args.json:
-        payload = first.to_dict() if second is None else {
-            "traces": [first.to_dict(), second.to_dict()],
+        payload = _with_summary(first) if second is None else {
+            "traces": [_with_summary(first), _with_summary(second)],
             "diff": diff(first, second).to_dict(),
         }
         # JSON has no NaN or Infinity: a value a trace could not give (a zero-length window) is null.
@@ -82,6 +85,11 @@ def _main(argv: Sequence[str] | None) -> int:
     else:
         print_diff(diff(first, second), console, full_names=args.full_names, rows=rows)
     return 0
+
+
+def _with_summary(trace: Trace) -> dict:
+    """`trace.to_dict()` and, under "summary", what the report prints first (summary.Summary.to_dict)."""
+    return {**trace.to_dict(), "summary": summarize(trace).to_dict()}
 
 
 def _finite(value):
@@ -99,9 +107,15 @@ def _finite(value):
 
 
 def print_report(
-    trace: Trace, console: Console, *, full_names: bool = False, steps: int | None = DEFAULT_STEPS, rows: int | None = DEFAULT_ROWS
+    trace: Trace, console: Console, *, full_names: bool = False, steps: int | None = AUTO_STEPS, rows: int | None = DEFAULT_ROWS
 ) -> None:
     print_header(trace, console)
+    # --- the summary first (profiling_in_pytorch.traces.summary), then the per-step lists when they are short ---
+    summary = summarize(trace)
+    print_summary(summary, console, rows=rows)
+    if steps == AUTO_STEPS:
+        steps = DEFAULT_STEPS if summary.max_per_step <= SHORT_STEP_KERNELS else 0
+    # ---
     shown = trace.steps if steps is None else trace.steps[:steps]
     for step in shown:
         if trace.has_gpu:
