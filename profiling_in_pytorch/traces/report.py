@@ -89,7 +89,8 @@ def _main(argv: Sequence[str] | None) -> int:
 
 def _with_summary(trace: Trace) -> dict:
     """`trace.to_dict()` and, under "summary", what the report prints first (summary.Summary.to_dict)."""
-    return {**trace.to_dict(), "summary": summarize(trace).to_dict()}
+    data = trace.to_dict()
+    return {**data, "summary": summarize(trace, data["verdict"]["summary"]).to_dict()}
 
 
 def _finite(value):
@@ -111,7 +112,8 @@ def print_report(
 ) -> None:
     print_header(trace, console)
     # --- the summary first (profiling_in_pytorch.traces.summary), then the per-step lists when they are short ---
-    summary = summarize(trace)
+    verdict = trace.verdict()
+    summary = summarize(trace, verdict)
     print_summary(summary, console, rows=rows)
     if steps == AUTO_STEPS:
         steps = DEFAULT_STEPS if summary.max_per_step <= SHORT_STEP_KERNELS else 0
@@ -128,7 +130,7 @@ def print_report(
     if trace.has_gpu:
         print_kernel_stats(trace, console, full_names=full_names, rows=rows)
         print_decoded(trace, console, full_names=full_names, rows=rows)
-    print_verdict(trace, console)
+    print_verdict(trace, console, verdict)
 
 
 def print_header(trace: Trace, console: Console) -> None:
@@ -270,8 +272,8 @@ def print_decoded(trace: Trace, console: Console, *, full_names: bool, rows: int
     console.print()
 
 
-def print_verdict(trace: Trace, console: Console) -> None:
-    v = trace.verdict()
+def print_verdict(trace: Trace, console: Console, verdict: Verdict | None = None) -> None:
+    v = verdict or trace.verdict()
     if v.kind != "no GPU data":
         print_verdict_numbers(v, console)
     style = {"overhead-bound": "yellow", "compute-bound": "green"}.get(v.kind, "dim")

@@ -36,6 +36,7 @@ import bisect
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from rich.markup import escape
@@ -43,7 +44,7 @@ from rich.table import Table
 
 from profiling_in_pytorch.console import Console
 from profiling_in_pytorch.traces.kernel_names import decode
-from profiling_in_pytorch.traces.reader import MIN_GAP_US, CpuOp, GpuWork, Trace, read_trace
+from profiling_in_pytorch.traces.reader import MIN_GAP_US, Trace, Verdict, read_trace
 
 MODULE_PREFIX = "nn.Module: "
 BACKWARD_SUFFIX = ".backward"
@@ -182,90 +183,113 @@ class Summary:
 # --- reading it from a trace ---------------------------------------------------------------------------------
 
 
-def summarize(trace: Trace | str | Path) -> Summary:
-    """The summary of a trace (a `Trace`, or the path of one)."""
+def summarize(trace: Trace | str | Path, verdict: Verdict | str | None = None) -> Summary:
+    """The summary of a trace (a `Trace`, or the path of one). `verdict`: the trace's verdict or its summary text,
+    when the caller has it already (on a large trace it costs as much as the rest of the summary)."""
     if not isinstance(trace, Trace):
         trace = read_trace(trace)
+    verdict = _first_sentence(verdict if isinstance(verdict, str) else (verdict or trace.verdict()).summary)
     if trace.has_gpu:
-        summary = _summarize_gpu(trace)
-    else:
-        summary = _summarize_cpu(trace)
-    return summary
+        return _summarize_gpu(trace, verdict)
+    return _summarize_cpu(trace, verdict)
 
 
-def _summarize_gpu(trace: Trace) -> Summary:
-    places: dict[tuple, _Place] = {}  # launch path -> where it ran (module chain, optimizer or not): paths repeat
-    kinds: dict[str, list] = {kind: [0.0, 0] for kind in KINDS}
-    modules = _ModuleTally()
-    by_name: dict[tuple[str, str], _NameTally] = {}
+def _summarize_gpu(trace: Trace, verdict: str) -> Summary:
+    # One pass over the GPU work, grouping what repeats (a name launched from one place); the rest reads the groups.
+    groups: dict[tuple, list] = {}
     not_linked = 0
-    items = 0
     for work in trace.gpu_work():
-        items += 1
-        path = work.launch_path
-        place = places.get(path)
-        if place is None:
-            place = places[path] = _Place.of(path)
-        kind = _kind_of_work(work, place.in_optimizer)
-        row = kinds[kind]
-        row[0] += work.dur
-        row[1] += 1
-        modules.add(place, work.dur)
-        key = (work.kind, work.name, kind)
-        tally = by_name.get(key)
-        if tally is None:
-            tally = by_name[key] = _NameTally(kind)
-        tally.add(work.dur, work.launched_by, place)
-        if work.launch is None:
+        launch = work.launch
+        if launch is None:
+            key = (work.kind, work.name, (), None)
             not_linked += 1
-    total = sum(row[0] for row in kinds.values())
-    max_per_step = max((len(step.kernels) for step in trace.steps), default=0)
+        else:
+            key = (work.kind, work.name, launch.launch_path, launch.launched_by)
+        group = groups.get(key)
+        if group is None:
+            groups[key] = [work.dur, 1]
+        else:
+            group[0] += work.dur
+            group[1] += 1
     notes = []
     if not_linked:
         notes.append(f"{not_linked} GPU work items are linked to no launch call (no correlation id or arrow matches "
                      "one): their launching op and module are unknown")
+    tally = _Tally(groups, lambda kind, name, place: COPY if kind != "kernel" else kind_of_kernel(name, place.in_optimizer))
     return Summary(
-        trace=trace.name, on_gpu=True, steps=len(trace.steps), total_us=total, items=items, max_per_step=max_per_step,
-        kinds=_kind_rows(kinds), modules=modules.rows(_module_calls(trace)),
-        top=_top_rows(by_name, lambda kind, name: short_and_decoded(kind, name)),
-        not_linked=not_linked, idle=idle_split(trace), verdict=_first_sentence(trace.verdict().summary), notes=notes,
+        trace=trace.name, on_gpu=True, steps=len(trace.steps), total_us=tally.total_us, items=tally.items,
+        max_per_step=max((len(step.kernels) for step in trace.steps), default=0), kinds=tally.kind_rows(),
+        modules=tally.modules.rows(_module_calls(trace)), top=tally.top_rows(short_and_decoded), not_linked=not_linked,
+        idle=idle_split(trace), verdict=verdict, notes=notes,
     )
 
 
-def _summarize_cpu(trace: Trace) -> Summary:
-    places: dict[tuple, _Place] = {}
-    kinds: dict[str, list] = {kind: [0.0, 0] for kind in KINDS}
-    modules = _ModuleTally()
-    by_name: dict[tuple[str, str], _NameTally] = {}
-    items = 0
+def _summarize_cpu(trace: Trace, verdict: str) -> Summary:
+    groups: dict[tuple, list] = {}
     per_step = []
     for step in trace.steps:
-        ops = [op for op in step.ops if not op.is_label]
-        per_step.append(len({op.name for op in ops}))  # the rows of the step's op table
-        for op in ops:
-            items += 1
+        names = set()
+        for op in step.ops:
+            if op.is_label:
+                continue
+            names.add(op.name)
             path = op.path + (op.name,) if op.name.startswith(MODULE_PREFIX) else op.path
+            key = ("op", op.name, path, op.name)
+            group = groups.get(key)
+            if group is None:
+                groups[key] = [op.self_us, 1]
+            else:
+                group[0] += op.self_us
+                group[1] += 1
+        per_step.append(len(names))  # the rows of the step's op table
+    tally = _Tally(groups, lambda kind, name, place: _kind_of_op(name, place.in_optimizer))
+    return Summary(
+        trace=trace.name, on_gpu=False, steps=len(trace.steps), total_us=tally.total_us, items=tally.items,
+        max_per_step=max(per_step, default=0), kinds=tally.kind_rows(), modules=tally.modules.rows(_module_calls(trace)),
+        top=tally.top_rows(lambda kind, name: (name, "")), not_linked=0, idle=None, verdict=verdict,
+        notes=["a CPU profile: each CPU op's self time stands in for a kernel's GPU time"],
+    )
+
+
+class _Tally:
+    """The groups (item kind, name, path, launching op) -> [µs, count], read into kinds, modules and names."""
+
+    def __init__(self, groups: dict[tuple, list], kind_of):
+        self.kinds: dict[str, list] = {kind: [0.0, 0] for kind in KINDS}
+        self.modules = _ModuleTally()
+        self.by_name: dict[tuple[str, str, str], _NameTally] = {}
+        places: dict[tuple, _Place] = {}  # path -> where it ran: paths repeat across names
+        for (item, name, path, launched_by), (us, count) in groups.items():
             place = places.get(path)
             if place is None:
                 place = places[path] = _Place.of(path)
-            kind = _kind_of_op(op, place.in_optimizer)
-            row = kinds[kind]
-            row[0] += op.self_us
-            row[1] += 1
-            modules.add(place, op.self_us)
-            key = ("op", op.name, kind)  # aten::div in a module and in the optimizer: two rows
-            tally = by_name.get(key)
+            kind = kind_of(item, name, place)
+            row = self.kinds[kind]
+            row[0] += us
+            row[1] += count
+            self.modules.add(place, us)
+            key = (item, name, kind)  # aten::div in a module and in the optimizer: two rows
+            tally = self.by_name.get(key)
             if tally is None:
-                tally = by_name[key] = _NameTally(kind)
-            tally.add(op.self_us, op.name, place)
-    total = sum(row[0] for row in kinds.values())
-    return Summary(
-        trace=trace.name, on_gpu=False, steps=len(trace.steps), total_us=total, items=items,
-        max_per_step=max(per_step, default=0), kinds=_kind_rows(kinds), modules=modules.rows(_module_calls(trace)),
-        top=_top_rows(by_name, lambda kind, name: (name, "")), not_linked=0, idle=None,
-        verdict=_first_sentence(trace.verdict().summary),
-        notes=["a CPU profile: each CPU op's self time stands in for a kernel's GPU time"],
-    )
+                tally = self.by_name[key] = _NameTally(kind)
+            tally.add(us, count, launched_by, place)
+        self.total_us = sum(row[0] for row in self.kinds.values())
+        self.items = sum(row[1] for row in self.kinds.values())
+
+    def kind_rows(self) -> list[KindRow]:
+        rows = [KindRow(kind, us, n) for kind, (us, n) in self.kinds.items() if n]
+        return sorted(rows, key=lambda r: -r.us)
+
+    def top_rows(self, describe) -> list[TopRow]:
+        ranked = sorted(self.by_name.items(), key=lambda item: -item[1].total_us)[:TOP_KERNELS]
+        rows = []
+        for (item, name, _), tally in ranked:
+            short, decoded = describe(item, name)
+            launcher = tally.launchers.most_common(1)[0][0]
+            place = tally.places.most_common(1)[0][0]
+            module = (place.chain[-1] + (" (backward)" if place.backward else "")) if place.chain else ""
+            rows.append(TopRow(name, short, decoded, tally.kind, tally.count, tally.total_us, launcher or "-", module))
+        return rows
 
 
 @dataclass(frozen=True)
@@ -300,11 +324,11 @@ class _NameTally:
     launchers: Counter = field(default_factory=Counter)
     places: Counter = field(default_factory=Counter)
 
-    def add(self, us: float, launched_by: str | None, place: _Place) -> None:
-        self.count += 1
+    def add(self, us: float, count: int, launched_by: str | None, place: _Place) -> None:
+        self.count += count
         self.total_us += us
-        self.launchers[launched_by] += 1
-        self.places[place] += 1
+        self.launchers[launched_by] += count
+        self.places[place] += count
 
 
 class _ModuleTally:
@@ -350,23 +374,6 @@ def _module_calls(trace: Trace) -> Counter:
     return calls
 
 
-def _kind_rows(kinds: dict[str, list]) -> list[KindRow]:
-    rows = [KindRow(kind, us, n) for kind, (us, n) in kinds.items() if n]
-    return sorted(rows, key=lambda r: -r.us)
-
-
-def _top_rows(by_name: dict, describe) -> list[TopRow]:
-    ranked = sorted(by_name.items(), key=lambda item: -item[1].total_us)[:TOP_KERNELS]
-    rows = []
-    for (kind, name, _), tally in ranked:
-        short, decoded = describe(kind, name)
-        launcher = tally.launchers.most_common(1)[0][0]
-        place = tally.places.most_common(1)[0][0]
-        module = (place.chain[-1] + (" (backward)" if place.backward else "")) if place.chain else ""
-        rows.append(TopRow(name, short, decoded, tally.kind, tally.count, tally.total_us, launcher or "-", module))
-    return rows
-
-
 def short_and_decoded(kind: str, name: str) -> tuple[str, str]:
     if kind != "kernel":
         return name, ""
@@ -377,6 +384,7 @@ def short_and_decoded(kind: str, name: str) -> tuple[str, str]:
 # --- kinds ---------------------------------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=8192)  # a model's trace repeats a few hundred names; their regexes cost 70 µs a call
 def kind_of_kernel(name: str, in_optimizer: bool = False) -> str:
     """A kernel's kind of work, from its decoded name (and whether it ran inside the optimizer's step)."""
     if _COMMUNICATION.search(name):
@@ -395,15 +403,9 @@ def kind_of_kernel(name: str, in_optimizer: bool = False) -> str:
     return _kind_of_op_names(ops) or (ELEMENTWISE if "elementwise" in name else OTHER)
 
 
-def _kind_of_work(work: GpuWork, in_optimizer: bool) -> str:
-    if work.kind != "kernel":
-        return COPY
-    return kind_of_kernel(work.name, in_optimizer)
-
-
-def _kind_of_op(op: CpuOp, in_optimizer: bool) -> str:
+@lru_cache(maxsize=8192)
+def _kind_of_op(name: str, in_optimizer: bool) -> str:
     """A CPU op's kind: by its name (`aten::mm` a GEMM, `aten::add_` elementwise, ...)."""
-    name = op.name
     if _COMMUNICATION.search(name):
         return COMMUNICATION
     if in_optimizer or name.startswith(("aten::_foreach_", "aten::_fused_adam", "aten::_fused_sgd")):
