@@ -148,3 +148,21 @@ def test_the_json_carries_the_summary(tmp_path):
     assert summary["idle"]["window_us"] > 0
     both = json.loads(_report(str(ADAMW), str(ADAMW_FUSED), "--json").stdout)
     assert all("summary" in trace for trace in both["traces"])
+
+
+TRANSFORMERS_FIXTURE = FIXTURES / "h200" / "traces" / "profile_model" / "tiny-llama_2_64_train_eager.json.gz"
+
+
+@pytest.mark.skipif(not TRANSFORMERS_FIXTURE.is_file(), reason="the H200 trace of profile_model.py --model tiny-llama --train is not committed yet")
+def test_a_transformers_training_step_from_an_h200_reads_by_module_with_every_kernel_launched_by_an_op():
+    trace = read_trace(TRANSFORMERS_FIXTURE)
+    summary = summarize(trace)
+    assert summary.not_linked == 0
+    assert all(row.launched_by != "-" for row in summary.top)
+    assert math.isclose(sum(k.us for k in summary.kinds), summary.total_us, rel_tol=1e-9)
+    assert math.isclose(sum(m.self_us for m in summary.modules), summary.total_us, rel_tol=1e-9)
+    rows = {m.module: m for m in summary.modules}
+    for module in ("LlamaAttention", "LlamaMLP", "LlamaRMSNorm", "Linear"):
+        assert 0 < rows[module].backward_us < rows[module].total_us, module
+    assert {"GEMM", "optimizer", "attention"} <= {k.kind for k in summary.kinds}
+    assert not any(decode(w.name).short.startswith("at::") for w in trace.gpu_work() if w.kind == "kernel")

@@ -406,6 +406,8 @@ def kind_of_kernel(name: str, in_optimizer: bool = False) -> str:
 @lru_cache(maxsize=8192)
 def _kind_of_op(name: str, in_optimizer: bool) -> str:
     """A CPU op's kind: by its name (`aten::mm` a GEMM, `aten::add_` elementwise, ...)."""
+    if name.startswith(MODULE_PREFIX):
+        return OTHER  # a module range's own time: Python between the ops (`nn.Module: LlamaAttention` is no attention)
     if _COMMUNICATION.search(name):
         return COMMUNICATION
     if in_optimizer or name.startswith(("aten::_foreach_", "aten::_fused_adam", "aten::_fused_sgd")):
