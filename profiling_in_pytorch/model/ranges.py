@@ -19,10 +19,12 @@ innermost call that made it, as a pre-hook that opens the range and a hook that 
 stack-trace hooks do). Each node's range sits inside autograd's `autograd::engine::evaluate_function: MmBackward0`
 box, on whichever thread runs it. Nodes made outside every module (a loss computed after the model) get none.
 
-The cost, measured on a CPU (tiny Llama preset, 2 layers, hidden 256, batch 2 × 64, fp32, one training step under
-the profiler): see docs/your-model.md; the ranges add CPU time per module call and per backward node, not per op,
-and no GPU work. Under torch.compile there are no ranges: Inductor's kernels span modules, and hooks would break
-the graph.
+What they cost, measured on a CPU (a 2-layer Llama, hidden 64, 1 × 8 tokens, one thread, a training step under the
+profiler, the fastest of 15 runs of 20 steps): the step's CPU time grows by 52%, about 18 µs per range (32 module
+calls and 155 backward nodes per step; the hooks on the nodes are registered anew each step), the forward's ranges
+alone by 8% (17 µs per module call, mostly PyTorch's slower call path for a module with hooks). CPU time per module
+call and per backward node, not per op, and no GPU work. Under torch.compile there are none: Inductor's kernels span
+modules, and hooks would break the graph.
 """
 
 from __future__ import annotations
