@@ -38,8 +38,10 @@ from profiling_in_pytorch.traces.pace import Verdict, verdict
 from profiling_in_pytorch.traces.picture import choose_step, gpu_counts, picture_path, step_flag, write_picture
 from profiling_in_pytorch.traces.reader import read_trace
 from profiling_in_pytorch.traces.serve import PERFETTO_PORT, open_in_perfetto
+from profiling_in_pytorch.traces.summary import SHORT_STEP_KERNELS, print_summary, summarize
 
 DEFAULT_STEPS = 3
+AUTO_STEPS = -1  # --steps not given: DEFAULT_STEPS when a step is short (summary.SHORT_STEP_KERNELS), else none
 DEFAULT_ROWS = 40
 
 
@@ -56,8 +58,9 @@ def build_parser() -> ArgumentParser:
     parser.add_argument(
         "--steps",
         type=_steps_flag,
-        default=DEFAULT_STEPS,
-        help=f"how many steps to print one by one: a number or 'all' (default: {DEFAULT_STEPS})",
+        default=AUTO_STEPS,
+        help=f"how many steps to print one by one: a number or 'all' (default: {DEFAULT_STEPS} when a step has at "
+        f"most {SHORT_STEP_KERNELS} kernels, else none: the summary stands for them)",
     )
     parser.add_argument(
         "--rows",
@@ -105,8 +108,8 @@ def _main(argv: Sequence[str] | None) -> int:
             note(f"{trace.path}: {trace.skipped_note}")
     rows = None if args.rows == 0 else args.rows
     if args.json:
-        payload = trace_to_dict(first) if second is None else {
-            "traces": [trace_to_dict(first), trace_to_dict(second)],
+        payload = _with_summary(first) if second is None else {
+            "traces": [_with_summary(first), _with_summary(second)],
             "diff": diff(first, second).to_dict(),
         }
         # JSON has no NaN or Infinity: a value a trace could not give (a zero-length window) is null.
@@ -119,6 +122,12 @@ def _main(argv: Sequence[str] | None) -> int:
     else:
         print_diff(diff(first, second), console, full_names=args.full_names, rows=rows)
     return 0
+
+
+def _with_summary(trace: Trace) -> dict:
+    """`trace_to_dict(trace)` and, under "summary", what the report prints first (summary.Summary.to_dict)."""
+    data = trace_to_dict(trace)
+    return {**data, "summary": summarize(trace, data["verdict"]["summary"]).to_dict()}
 
 
 def _finite(value):
@@ -136,9 +145,16 @@ def _finite(value):
 
 
 def print_report(
-    trace: Trace, console: Console, *, full_names: bool = False, steps: int | None = DEFAULT_STEPS, rows: int | None = DEFAULT_ROWS
+    trace: Trace, console: Console, *, full_names: bool = False, steps: int | None = AUTO_STEPS, rows: int | None = DEFAULT_ROWS
 ) -> None:
     print_header(trace, console)
+    # --- the summary first (profiling_in_pytorch.traces.summary), then the per-step lists when they are short ---
+    judged = verdict(trace)
+    summary = summarize(trace, judged)
+    print_summary(summary, console, rows=rows)
+    if steps == AUTO_STEPS:
+        steps = DEFAULT_STEPS if summary.max_per_step <= SHORT_STEP_KERNELS else 0
+    # ---
     shown = trace.steps if steps is None else trace.steps[:steps]
     for step in shown:
         if trace.has_gpu:
@@ -151,7 +167,7 @@ def print_report(
     if trace.has_gpu:
         print_kernel_stats(trace, console, full_names=full_names, rows=rows)
         print_decoded(trace, console, full_names=full_names, rows=rows)
-    print_verdict(trace, console)
+    print_verdict(trace, console, judged)
 
 
 def print_header(trace: Trace, console: Console) -> None:
@@ -299,8 +315,8 @@ def print_decoded(trace: Trace, console: Console, *, full_names: bool, rows: int
     console.print()
 
 
-def print_verdict(trace: Trace, console: Console) -> None:
-    v = verdict(trace)
+def print_verdict(trace: Trace, console: Console, given: Verdict | None = None) -> None:
+    v = given or verdict(trace)
     if v.kind != "no GPU data":
         print_verdict_numbers(v, console)
     style = {"overhead-bound": "yellow", "compute-bound": "green"}.get(v.kind, "dim")
