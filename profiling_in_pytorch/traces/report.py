@@ -3,6 +3,7 @@
     uv run trace-report traces/03_simple_mlp/64_128_768_3072_eager.json
     uv run trace-report EAGER.json COMPILED.json          # kernels only in one, in both, step times
     uv run trace-report TRACE.json --json                  # the same content, for programs
+    uv run trace-report RUN_rank0.json RUN_rank1.json      # one run's ranks: collectives, exposed time, skew
 
 For each active step (`ProfilerStep#N`): the GPU work in time order, each with the op that launched it,
 its duration and share of the step's GPU time; the runtime calls; the CPU ops that launched nothing.
@@ -25,7 +26,8 @@ from rich.table import Table
 
 from profiling_in_pytorch.cli import ArgumentParser, count_or_zero
 from profiling_in_pytorch.console import Console
-from profiling_in_pytorch.errors import exits_cleanly
+from profiling_in_pytorch.errors import UsageError, exits_cleanly
+from profiling_in_pytorch.traces import communication as comm
 from profiling_in_pytorch.traces.kernel_names import decode
 from profiling_in_pytorch.traces.reader import Step, Trace, TraceDiff, Verdict, diff, per_step_count, read_trace, runtime_rows
 
@@ -41,6 +43,15 @@ def build_parser() -> ArgumentParser:
     )
     parser.add_argument("trace", help="a Chrome trace written by torch.profiler (.json or .json.gz)")
     parser.add_argument("other", nargs="?", help="a second trace: print what differs (e.g. eager vs --compile)")
+    # --- communication: several ranks' traces (profiling_in_pytorch/traces/communication.py) ---
+    parser.add_argument("more", nargs="*", help="more traces, with --ranks: the other ranks of the same run")
+    parser.add_argument(
+        "--ranks",
+        action="store_true",
+        help="read the traces as the ranks of one distributed run: a row per rank, the skew between them "
+        "(automatic when the names are RUN_rank0.json, RUN_rank1.json, ...)",
+    )
+    # --- end communication ---
     parser.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
     parser.add_argument("--full_names", action="store_true", help="show kernel names whole, not shortened")
     parser.add_argument(
@@ -64,12 +75,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
+    # --- communication: several ranks' traces ---
+    paths = [args.trace, *([args.other] if args.other else []), *args.more]
+    if args.ranks or comm.is_rank_set(paths):
+        return _ranks_main(paths, args)
+    if args.more:
+        raise UsageError(f"{len(paths)} traces: give --ranks to read them as the ranks of one run (a diff takes two)")
+    # --- end communication ---
     first = read_trace(args.trace)
     second = read_trace(args.other) if args.other else None
     rows = None if args.rows == 0 else args.rows
     if args.json:
-        payload = first.to_dict() if second is None else {
-            "traces": [first.to_dict(), second.to_dict()],
+        payload = _with_communication(first) if second is None else {
+            "traces": [_with_communication(first), _with_communication(second)],
             "diff": diff(first, second).to_dict(),
         }
         # JSON has no NaN or Infinity: a value a trace could not give (a zero-length window) is null.
@@ -82,6 +100,55 @@ def _main(argv: Sequence[str] | None) -> int:
     else:
         print_diff(diff(first, second), console, full_names=args.full_names, rows=rows)
     return 0
+
+
+# --- communication (profiling_in_pytorch/traces/communication.py) ---------------------------------------------
+
+
+def _ranks_main(paths: list[str], args) -> int:
+    """The ranks of one run: each rank's collectives and steps in a row, the skew between them."""
+    if len(paths) < 2:
+        raise UsageError("--ranks reads two traces or more, one per rank of the same run")
+    ranks = comm.read_ranks(paths)
+    if args.json:
+        payload = {
+            "ranks": [{"rank": r.rank, **_with_communication(r.trace, r.comm)} for r in ranks],
+            "skew": _skew_dict(comm.skew(ranks)),
+        }
+        json.dump(_finite(payload), sys.stdout, indent=1, ensure_ascii=False, allow_nan=False)
+        sys.stdout.write("\n")
+        return 0
+    console = Console(highlight=False, width=_width())
+    comm.print_ranks(ranks, console)
+    first = ranks[0]
+    if first.comm is not None:
+        console.print(f"[bold]rank {first.rank}[/bold]: {escape(first.trace.name)}")
+        comm.print_communication(first.comm, console, rows=None if args.rows == 0 else args.rows)
+    return 0
+
+
+def _with_communication(trace: Trace, found: comm.Communication | None = None) -> dict:
+    payload = trace.to_dict()
+    found = found if found is not None else comm.communication(trace)
+    if found is not None:
+        payload["communication"] = found.to_dict()
+    return payload
+
+
+def _skew_dict(skew: comm.Skew | None) -> dict | None:
+    if skew is None:
+        return None
+    return {
+        "matched": skew.matched,
+        "median_us": round(skew.median_us, 3),
+        "max_us": round(skew.max_us, 3),
+        "max_at": skew.max_at,
+        "waits_us_per_step": {str(rank): round(us, 3) for rank, us in skew.waits_us_per_step.items()},
+        "last_to_start": {str(rank): n for rank, n in skew.last.items()},
+    }
+
+
+# --- end communication ---
 
 
 def _finite(value):
@@ -114,6 +181,9 @@ def print_report(
     if trace.has_gpu:
         print_kernel_stats(trace, console, full_names=full_names, rows=rows)
         print_decoded(trace, console, full_names=full_names, rows=rows)
+    found = comm.communication(trace)  # --- communication ---
+    if found is not None:
+        comm.print_communication(found, console, rows=rows)
     print_verdict(trace, console)
 
 
