@@ -85,8 +85,8 @@ def require_torchrun(script: str, argv: Sequence[str] | None = None) -> None:
     missing = [name for name in TORCHRUN_VARIABLES if name not in os.environ]
     if missing:
         raise UsageError(
-            f"{Path(script).name} runs one process per GPU, started by torchrun ({missing[0]} is not set): "
-            f"{launch_command(script, argv)}"
+            f"this lesson runs as one process per GPU (or per CPU process), which torchrun starts ({missing[0]} is "
+            f"not set): {launch_command(script, argv)}"
         )
 
 
@@ -138,6 +138,9 @@ def process_group(device_name: str | None) -> Iterator[Ranks]:
             )
         torch.cuda.set_device(local_rank)
     os.environ.update(NO_MULTICAST)
+    # NCCL's streams at high priority: an all-reduce running beside compute (the overlapped variant) gets the SMs as
+    # they free up, instead of waiting behind every block of the next GEMM. Alone on the GPU it changes nothing.
+    os.environ.setdefault("TORCH_NCCL_HIGH_PRIORITY", "1")
     backend = "nccl" if device.type == "cuda" else "gloo"
     # device_id binds NCCL's communicator to this rank's GPU now (and spares torch from guessing it at the first
     # barrier, with a warning).
