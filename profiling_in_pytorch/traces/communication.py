@@ -494,7 +494,8 @@ def print_communication(comm: Communication, console: Console, *, rows: int | No
         text = ", ".join(f"{c} ×{per_step_count(n / len(comm.steps))}" for c, n in asked.items())
         console.print(
             f"[bold]Communication[/bold]: collectives issued per step: {escape(text)}; the trace holds no time for "
-            "them (no NCCL kernel on a GPU lane, no backend's record function)\n"
+            "them (no NCCL kernel on a GPU lane, no backend's record function)\n",
+            soft_wrap=True,
         )
         return
     where = "NCCL kernels on the GPU lane" if comm.where == "gpu" else "record functions on the backend's CPU threads"
@@ -524,14 +525,16 @@ def print_communication(comm: Communication, console: Console, *, rows: int | No
             f"per step: {comm.comm_us_per_step:,.1f} µs of collectives, {comm.exposed_us_per_step:,.1f} µs of them "
             f"exposed ({share:.0%}): "
             + ("nothing hides them, the step waits for them" if share > 0.9 else
-               "mostly hidden behind compute" if share < 0.25 else "partly hidden behind compute")
+               "mostly hidden behind compute" if share < 0.25 else "partly hidden behind compute"),
+            soft_wrap=True,
         )
     console.print()
 
 
 def print_ranks(ranks: Sequence[RankTrace], console: Console) -> None:
     """One row per rank, then how far apart the ranks reached each collective."""
-    console.print(f"[bold]{len(ranks)} ranks[/bold] · " + escape(", ".join(f"rank {r.rank}: {r.trace.name}" for r in ranks)))
+    names = ", ".join(f"rank {r.rank}: {r.trace.name}" for r in ranks)
+    console.print(f"[bold]{len(ranks)} ranks[/bold] · {escape(names)}", soft_wrap=True)
     lag = skew(ranks)
     steps = ", ".join(sorted({str(len(r.trace.steps)) for r in ranks}))
     table = Table(title=f"per rank, per step (means over {steps} steps)")
@@ -553,13 +556,15 @@ def print_ranks(ranks: Sequence[RankTrace], console: Console) -> None:
     console.print(table)
     console.print(
         "  comm: collectives' time on the lane; exposed: the part with nothing else running; waiting: how long "
-        "this rank's collectives started before the last rank's"
+        "this rank's collectives started before the last rank's",
+        soft_wrap=True,
     )
     hosts = {r.host for r in ranks if r.host}
     if not windows_overlap(ranks):
         console.print(
             "skew: the ranks' profiled windows do not overlap in time: traces of different runs, or from hosts whose "
-            "clocks differ, so their collectives cannot be compared"
+            "clocks differ, so their collectives cannot be compared",
+            soft_wrap=True,
         )
     elif lag is None:
         console.print("skew: no collective found on every rank, nothing to compare")
@@ -567,12 +572,15 @@ def print_ranks(ranks: Sequence[RankTrace], console: Console) -> None:
         last = ", ".join(f"rank {rank} ×{n}" for rank, n in lag.last.most_common())
         console.print(
             f"skew between ranks at each collective's start ({lag.matched} matched by step and order): median "
-            f"{lag.median_us:,.1f} µs, max {lag.max_us:,.1f} µs ({escape(lag.max_at)}); last to start: {escape(last)}"
+            f"{lag.median_us:,.1f} µs, max {lag.max_us:,.1f} µs ({escape(lag.max_at)}); last to start: {escape(last)}",
+            soft_wrap=True,
         )
         console.print(
             "  a collective ends once the last rank has joined it: the others wait for it, and on a GPU that wait "
-            "is inside the NCCL kernel's duration"
+            "is inside the NCCL kernel's duration",
+            soft_wrap=True,
         )
     if len(hosts) > 1:
-        console.print("[yellow]note:[/yellow] the traces come from different hosts, whose clocks differ: the skew is not comparable")
+        console.print("[yellow]note:[/yellow] the traces come from different hosts, whose clocks differ: the skew is not "
+                      "comparable", soft_wrap=True)
     console.print()
