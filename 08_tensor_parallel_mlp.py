@@ -98,11 +98,11 @@ def expectations(variant, args, eager_dtensor_trace):
     """What each variant's trace shows on every rank (read by traces/communication.py)."""
     checks = [ex.profiler_steps()]
     if variant == "overlap":
-        limit = min(1.0, 1 / args.chunks + EXPOSED_MARGIN)
+        chunks, limit = args.chunks, min(1.0, 1 / args.chunks + EXPOSED_MARGIN)
         checks += [
-            cx.collectives_per_step(args.chunks, why=f"one per chunk of about {args.batch * args.seq // args.chunks} tokens"),
-            cx.exposed_share_at_most(limit, why=f"only the last of {args.chunks} chunks' all-reduce has no compute left "
-                                     f"beside it: 1/{args.chunks} of their time, and {EXPOSED_MARGIN:.0%} of room"),
+            cx.collectives_per_step(chunks, why=f"one per chunk of ~{args.batch * args.seq // chunks} tokens"),
+            cx.exposed_share_at_most(limit, why=f"only the last of {chunks} chunks' all-reduce has no compute left "
+                                     f"beside it: 1/{chunks} of their time, and {EXPOSED_MARGIN:.0%} of room"),
         ]
     else:
         checks += [
@@ -162,8 +162,8 @@ def profile_variant(variant, args, ranks):
         every_rank = runs.every_rank(run, ranks.rank, ranks.world)
         lesson.check(expected, run)
         comm.print_ranks(comm.read_ranks(every_rank), lesson.console)
-        others = [runs.other_variant(run, __file__, args, other, ranks) for other in ("plain", "dtensor")]
-        lesson.next_steps(run, compare_with=[p for p in others if p != run.trace_path], ranks=every_rank)
+        other = runs.other_variant(run, __file__, args, "dtensor" if variant == "plain" else "plain", ranks)
+        lesson.next_steps(run, compare_with=[other], ranks=every_rank)
     return outputs_agree
 
 

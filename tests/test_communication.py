@@ -26,12 +26,15 @@ def trace_report(*args) -> object:
 
 
 @pytest.mark.parametrize("name,fields", [
-    ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", ("AllReduce", "Sum", "bf16", "RING", "LL")),
-    ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", ("AllReduce", "Sum", "float", "RING", "LL")),
+    ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+     ("AllReduce", "Sum", "bf16", "RING", "LL")),
+    ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)",
+     ("AllReduce", "Sum", "float", "RING", "LL")),
     ("ncclKernel_AllReduce_TREE_LL128_Sum___nv_bfloat16(ncclDevComm*, unsigned long, ncclWork*)",
      ("AllReduce", "Sum", "__nv_bfloat16", "TREE", "LL128")),
     ("ncclDevKernel_ReduceScatter_Sum_f32_NVLS_SIMPLE", ("ReduceScatter", "Sum", "f32", "NVLS", "SIMPLE")),
-    ("ncclDevKernel_AllReduce_MinMax_i32_COLLNET_DIRECT_LL128", ("AllReduce", "MinMax", "i32", "COLLNET_DIRECT", "LL128")),
+    ("ncclDevKernel_AllReduce_MinMax_i32_COLLNET_DIRECT_LL128",
+     ("AllReduce", "MinMax", "i32", "COLLNET_DIRECT", "LL128")),
     ("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", ("AllGather", None, None, "RING", "LL")),
     ("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", ("SendRecv", None, None, None, None)),
 ])
@@ -106,19 +109,21 @@ def test_the_generic_kernel_is_named_by_the_op_that_launched_it(tmp_path):
 
 
 def test_gloo_record_functions_are_the_collectives_of_a_cpu_trace(tmp_path):
+    MAIN, GLOO = {"pid": 1, "tid": 1}, {"pid": 1, "tid": 9}  # the caller's thread, one of gloo's
     events = []
     for i, number in enumerate((2, 3, 4)):
         t = i * 200.0
         events += [
-            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{number}", "ts": t, "dur": 150, "pid": 1, "tid": 1},
-            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": t + 10, "dur": 50, "pid": 1, "tid": 1},
-            {"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "ts": t + 35, "dur": 5, "pid": 1, "tid": 1},
-            {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "ts": t + 40, "dur": 50, "pid": 1, "tid": 9},
+            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{number}", "ts": t, "dur": 150, **MAIN},
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": t + 10, "dur": 50, **MAIN},
+            {"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "ts": t + 35, "dur": 5, **MAIN},
+            {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "ts": t + 40, "dur": 50, **GLOO},
         ]
     path = tmp_path / "cpu_rank0.json"
     path.write_text(json.dumps({"traceEvents": events}))
     found = comm.communication(read_trace(path))
-    assert found.where == "cpu" and found.per_step() == [1, 1, 1] and found.issued_per_step() == [1, 1, 1]
+    assert found.where == "cpu" and found.per_step() == [1, 1, 1]
+    assert found.issued_per_step() == [1, 1, 1]
     assert found.exposed_us_per_step == pytest.approx(30.0)  # 20 of its 50 µs ran beside aten::mm
 
 
@@ -219,7 +224,7 @@ def test_exposed_shares(plain, overlapped):
 
 
 def test_cpu_time_against_gpu_time(tmp_path):
-    dtensor = simulated_tp_run(tmp_path, "dtensor", cpu_step_us=1100)  # DTensor at the post's shape: ~1.1 ms of CPU
+    dtensor = simulated_tp_run(tmp_path, "dtensor", cpu_step_us=1100)  # DTensor at the post's shape: ~1.1 ms CPU
     outcome = check(cx.cpu_time_exceeds_gpu_time(), dtensor[0])
     assert outcome.ok and "the CPU issues work for 1,100.0 µs, the GPU is busy 200.0 µs" in outcome.evidence
     fast = simulated_tp_run(tmp_path, "fast", cpu_step_us=100)

@@ -25,8 +25,8 @@ two_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUD
 def torchrun(*args: str, nproc: int = 2, env: dict | None = None):
     """`python -m torch.distributed.run --standalone --nproc-per-node N 08_tensor_parallel_mlp.py ARGS`, from the
     repository's root (--standalone: a free port, so that two runs on one machine do not collide)."""
-    return run_script("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc), str(ROOT / LESSON),
-                      *args, env={"OMP_NUM_THREADS": "1", **(env or {})})
+    return run_script("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
+                      str(ROOT / LESSON), *args, env={"OMP_NUM_THREADS": "1", **(env or {})})
 
 
 def names(trace: dict, **where) -> list[str]:
@@ -37,7 +37,8 @@ def names(trace: dict, **where) -> list[str]:
 def cpu_run(tmp_path_factory):
     """dtensor, plain and overlap on 2 CPU processes, then their timings: one launch."""
     folder = tmp_path_factory.mktemp("tp")
-    result = torchrun(*TINY, "--device", "cpu", "--variant", "dtensor,plain,overlap", "--bench", "--trace_dir", str(folder))
+    result = torchrun(*TINY, "--device", "cpu", "--variant", "dtensor,plain,overlap", "--bench",
+                      "--trace_dir", str(folder))
     return result, folder / FOLDER
 
 
@@ -61,7 +62,8 @@ def test_each_rank_writes_its_trace_with_its_all_reduces(cpu_run, variant, colle
     for rank in (0, 1):
         path = folder / f"2_4_16_32_tp2_{variant}_eager_fp32_cpu_rank{rank}.json"
         trace = load_trace(path)
-        assert sorted(n for n in names(trace) if n.startswith("ProfilerStep#")) == [f"ProfilerStep#{i}" for i in (2, 3, 4)]
+        steps = sorted(n for n in names(trace) if n.startswith("ProfilerStep#"))
+        assert steps == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
         assert names(trace, cat="user_annotation").count("tp_mlp_fwd") == 3
         assert names(trace, cat="cpu_op").count("c10d::allreduce_") == 3 * collectives
         assert names(trace, cat="user_annotation").count("gloo:all_reduce") == 3 * collectives
@@ -82,8 +84,8 @@ def test_the_timings_table(cpu_run):
     result, folder = cpu_run
     table = (folder / "2_4_16_32_tp2_bench_fp32_cpu.md").read_text()
     rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line]
-    assert [row.split(" | ")[0] for row in rows] == ["| variant", "| 1 process", "| DTensor", "| plain + all_reduce",
-                                                     "| overlap, 4 chunks"]
+    first_cells = [row.split(" | ")[0] for row in rows]
+    assert first_cells == ["| variant", "| 1 process", "| DTensor", "| plain + all_reduce", "| overlap, 4 chunks"]
     assert "WRONG" not in table and "× 1 process" in result.stdout
 
 
@@ -102,7 +104,8 @@ def test_outside_torchrun_it_says_the_command(tmp_path):
     assert result.returncode == 2
     lines = stderr_lines(result)
     # `python3 -m torch.distributed.run`, or `uv run torchrun` under uv
-    assert len(lines) == 1 and "torch" in lines[0] and "run --nproc-per-node 2 08_tensor_parallel_mlp.py --variant plain" in lines[0]
+    command = "run --nproc-per-node 2 08_tensor_parallel_mlp.py --variant plain"
+    assert len(lines) == 1 and "torch" in lines[0] and command in lines[0]
     assert not list(tmp_path.iterdir())
 
 
@@ -125,7 +128,8 @@ def test_compiled_dtensor_on_two_cpu_processes(tmp_path):
     result = torchrun(*TINY, "--device", "cpu", "--variant", "dtensor-compile", "--trace_dir", str(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]
     assert stderr_lines(result) == []
-    assert "output check against fp32: DTensor, compiled" in result.stdout and "✓ one AllReduce per step" in result.stdout
+    assert "output check against fp32: DTensor, compiled" in result.stdout
+    assert "✓ one AllReduce per step" in result.stdout
     trace = load_trace(tmp_path / FOLDER / "2_4_16_32_tp2_dtensor_compile_fp32_cpu_rank1.json")
     assert any("cpp_fused" in n for n in names(trace, cat="cpu_op"))  # Inductor's kernel for gelu and mul
     assert names(trace, cat="cpu_op").count("c10d::allreduce_") == 3

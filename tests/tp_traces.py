@@ -15,8 +15,11 @@ from pathlib import Path
 NCCL_LL = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 NCCL_GENERIC = "ncclDevKernel_Generic_1(ncclDevKernelArgsStorage<4096ul>)"
 GEMM = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT"
-GELU = "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl(at::TensorIteratorBase&, at::native::GeluType)::{lambda()#2}::operator()() const::{lambda()#4}::operator()() const::{lambda(c10::BFloat16)#1}, std::array<char*, 2ul> >(int, T2, T3)"
-MUL = "void at::native::vectorized_elementwise_kernel<4, at::native::binary_internal::MulFunctor<c10::BFloat16>, std::array<char*, 3ul> >(int, T2, T3)"
+GELU = ("void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl(at::TensorIteratorBase&, "
+        "at::native::GeluType)::{lambda()#2}::operator()() const::{lambda()#4}::operator()() const::"
+        "{lambda(c10::BFloat16)#1}, std::array<char*, 2ul> >(int, T2, T3)")
+MUL = ("void at::native::vectorized_elementwise_kernel<4, at::native::binary_internal::MulFunctor<c10::BFloat16>, "
+       "std::array<char*, 3ul> >(int, T2, T3)")
 # gate, up, gelu, mul, down: their shares of a forward's compute (the post's shape on an H200: 57, 57, 40, 40, 52 µs)
 COMPUTE = (("aten::mm", GEMM, 0.23), ("aten::mm", GEMM, 0.23), ("aten::gelu", GELU, 0.16), ("aten::mul", MUL, 0.16),
            ("aten::mm", GEMM, 0.22))
@@ -37,7 +40,7 @@ def simulated_tp_run(folder: Path, run: str = "64_128_768_3072_tp2_plain_eager",
         offset = rank * lag_us
         corr, cpu_t, gpu_free, nccl_free = 0, 0.0, 0.0, 0.0
 
-        def box(cat, name, ts, dur, lane=CPU, **args):
+        def box(cat, name, ts, dur, lane=CPU, events=events, **args):
             events.append({"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, **lane, "args": args})
 
         launch_gap = (cpu_step_us - 10) / (chunks * 6)

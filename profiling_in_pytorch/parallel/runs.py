@@ -23,7 +23,8 @@ RANK_SUFFIX = "_rank{rank}"
 def variant_tag(args: argparse.Namespace, variant: str, world: int) -> list[Any]:
     """The parts of the file name before `eager|compile`: sizes, world size, variant and what changes its trace."""
     name = {"dtensor": "dtensor", "dtensor-compile": "dtensor", "plain": "plain", "overlap": f"overlap{args.chunks}"}
-    return [args.batch, args.seq, args.dim, args.hidden, f"tp{world}", name[variant]] + (["graph"] if args.cuda_graph else [])
+    graph = ["graph"] if args.cuda_graph else []
+    return [args.batch, args.seq, args.dim, args.hidden, f"tp{world}", name[variant], *graph]
 
 
 def compiles(variant: str) -> bool:

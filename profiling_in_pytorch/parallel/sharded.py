@@ -36,7 +36,7 @@ def shard(total: int, rank: int, world: int) -> slice:
 
 
 def require_shardable(hidden: int, world: int, tokens: int, chunks: int) -> None:
-    """One line (exit 2) for sizes the split cannot take: hidden features in equal shares, at least a token per chunk."""
+    """One line (exit 2) for sizes the split cannot take: hidden features in equal shares, a token per chunk."""
     if hidden % world:
         raise UsageError(f"--hidden {hidden} does not split into {world} equal shares: give a multiple of {world}")
     if chunks > tokens:

@@ -115,7 +115,8 @@ def bench(reference, x: torch.Tensor, ranks, variants: Sequence[str], *, chunks:
     return rows
 
 
-def _row(name: str, model, x: torch.Tensor, want: torch.Tensor, device: torch.device, allreduce_us: float | None) -> Row:
+def _row(name: str, model, x: torch.Tensor, want: torch.Tensor, device: torch.device,
+         allreduce_us: float | None) -> Row:
     with torch.no_grad():
         accuracy = check_output(model(x), want, x.dtype)
 
@@ -166,7 +167,8 @@ def _cells(row: Row, base: float) -> list[str]:
 def goal_line(rows: Sequence[Row], target: float) -> str:
     """The speed goal against the fastest correct variant: reported, never asserted."""
     base = rows[0].us
-    best = min((r for r in rows[1:] if r.problem is None and r.allreduce_us is not None), key=lambda r: r.us, default=None)
+    split = [r for r in rows if r.problem is None and r.allreduce_us is not None]  # the variants over the ranks
+    best = min(split, key=lambda r: r.us, default=None)
     if best is None:
         return f"goal: {target:.2f}× one GPU; no variant computed the right output"
     speedup = base / best.us
@@ -182,8 +184,8 @@ def bench_and_report(script: str, args, ranks, console) -> bool:
     device, dtype = ranks.device, pick_dtype(args.dtype, ranks.device)
     parts = [*sizes, f"tp{ranks.world}", "bench"] + ([dtype_name(dtype)] if dtype != torch.bfloat16 else [])
     parts += [device.type] if device.type != "cuda" else []
-    path = writable_file(writable_dir(Path(args.trace_dir) / Path(script).stem, "traces") / ("_".join(map(str, parts)) + ".md"),
-                         "the timings")
+    folder = writable_dir(Path(args.trace_dir) / Path(script).stem, "traces")
+    path = writable_file(folder / ("_".join(map(str, parts)) + ".md"), "the timings")
     torch.manual_seed(0)
     reference = SimpleGeGLUMLP(args.dim, args.hidden).to(device, dtype).eval()
     x = torch.randn(args.batch, args.seq, args.dim, device=device, dtype=dtype)

@@ -54,8 +54,8 @@ _DEV_KERNEL = re.compile(
 )
 # Before 2.19: ncclKernel_{collective}_{algorithm}_{protocol}_{op}_{C type} (every kernel carries an op and a type).
 _OLD_KERNEL = re.compile(
-    rf"^ncclKernel_(?P<coll>{_COLL})_(?P<algo>{_ALGO})_(?P<proto>{_PROTO})_(?P<op>Sum|Prod|Min|Max|PreMulSum|SumPostDiv)"
-    r"_(?P<type>\w+)$"
+    rf"^ncclKernel_(?P<coll>{_COLL})_(?P<algo>{_ALGO})_(?P<proto>{_PROTO})"
+    r"_(?P<op>Sum|Prod|Min|Max|PreMulSum|SumPostDiv)_(?P<type>\w+)$"
 )
 _GENERIC = re.compile(r"^ncclDevKernel_Generic(?:_\d+)?$")
 _ANY_NCCL = re.compile(r"^nccl(?:Dev)?Kernel_")
@@ -77,7 +77,7 @@ ALGORITHMS = {
     "PAT": "PAT: parallel aggregated trees",
 }
 PROTOCOLS = {
-    "LL": "LL, low latency: 8-byte stores of 4 data bytes and a 4-byte flag, half the link's bandwidth, for small messages",
+    "LL": "LL, low latency: 8-byte stores of 4 data bytes and a 4-byte flag, half the link's bandwidth, small messages",
     "LL128": "LL128: 128-byte lines carrying 8 bytes of flag, nearly the link's bandwidth at low latency",
     "SIMPLE": "Simple: large chunks and a fence per chunk, the link's full bandwidth, the highest latency",
 }
@@ -288,7 +288,8 @@ def communication(trace: Trace) -> Communication | None:
         steps = []
         for step, asked in zip(trace.steps, issued):
             found = [
-                Collective("gpu", kernel.name, kernel.collective or _launching_collective(w), w.ts, w.dur, step.name, nccl=kernel)
+                Collective("gpu", kernel.name, kernel.collective or _launching_collective(w), w.ts, w.dur, step.name,
+                           nccl=kernel)
                 for w in step.gpu if w.kind == "kernel" and (kernel := decode_nccl(w.name)) is not None
             ]
             steps.append(_step(step.name, step.ts, found, asked, compute))
@@ -299,15 +300,19 @@ def communication(trace: Trace) -> Communication | None:
         compute = _merged((op.ts, op.ts + op.dur) for op in ops if _is_cpu_compute(op))
         steps = []
         for step, asked, found in zip(trace.steps, issued, labels):
-            collectives = [Collective("cpu", op.name, collective_of_op(op.name) or "?", op.ts, op.dur, step.name) for op in found]
+            collectives = [
+                Collective("cpu", op.name, collective_of_op(op.name) or "?", op.ts, op.dur, step.name) for op in found
+            ]
             steps.append(_step(step.name, step.ts, collectives, asked, compute))
         return Communication(trace.name, "cpu", steps)
     if any(issued):
-        return Communication(trace.name, "none", [StepCommunication(s.name, s.ts, issued=asked) for s, asked in zip(trace.steps, issued)])
+        steps = [StepCommunication(s.name, s.ts, issued=asked) for s, asked in zip(trace.steps, issued)]
+        return Communication(trace.name, "none", steps)
     return None
 
 
-def _step(name: str, ts: float, collectives: list[Collective], issued: Counter, compute: list[tuple[float, float]]) -> StepCommunication:
+def _step(name: str, ts: float, collectives: list[Collective], issued: Counter,
+          compute: list[tuple[float, float]]) -> StepCommunication:
     collectives.sort(key=lambda c: c.ts)
     for i, c in enumerate(collectives):
         c.index = i
@@ -318,7 +323,8 @@ def _step(name: str, ts: float, collectives: list[Collective], issued: Counter, 
 
 def _issued(ops: Iterable[CpuOp]) -> Counter:
     """The c10d ops of a step, by collective: what the code asked for, whichever backend ran it."""
-    return Counter(c for op in ops if not op.is_label and op.name.startswith(ISSUING_PREFIX) and (c := collective_of_op(op.name)))
+    asked = (collective_of_op(op.name) for op in ops if not op.is_label and op.name.startswith(ISSUING_PREFIX))
+    return Counter(c for c in asked if c is not None)
 
 
 def _launching_collective(work: GpuWork) -> str:
@@ -517,7 +523,8 @@ def print_communication(comm: Communication, console: Console, *, rows: int | No
     steps.add_column("exposed", justify="right")
     for s in comm.steps:
         share = f"{s.exposed_us / s.comm_us:.0%}" if s.comm_us > 0 else "-"
-        steps.add_row(s.step, str(s.count()), str(sum(s.issued.values())), f"{s.comm_us:,.1f}", f"{s.exposed_us:,.1f}", share)
+        steps.add_row(s.step, str(s.count()), str(sum(s.issued.values())), f"{s.comm_us:,.1f}", f"{s.exposed_us:,.1f}",
+                      share)
     console.print(steps)
     share = comm.exposed_share
     if share is not None:
@@ -581,6 +588,6 @@ def print_ranks(ranks: Sequence[RankTrace], console: Console) -> None:
             soft_wrap=True,
         )
     if len(hosts) > 1:
-        console.print("[yellow]note:[/yellow] the traces come from different hosts, whose clocks differ: the skew is not "
-                      "comparable", soft_wrap=True)
+        console.print("[yellow]note:[/yellow] the traces come from different hosts, whose clocks differ: the skew "
+                      "is not comparable", soft_wrap=True)
     console.print()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from profiling_in_pytorch.traces.communication import CPU_COMPUTE_OPS, CPP_KERNEL, Communication, communication
+from profiling_in_pytorch.traces.communication import CPP_KERNEL, CPU_COMPUTE_OPS, Communication, communication
 from profiling_in_pytorch.traces.expect import Expectation, Outcome
 from profiling_in_pytorch.traces.reader import Trace, per_step_count, read_trace
 
@@ -89,7 +89,8 @@ def cpu_time_exceeds_gpu_time(claim: str = "") -> Expectation:
         return Outcome(ok, f"per step: the CPU issues work for {cpu:,.1f} µs, the GPU is busy {gpu:,.1f} µs{ratio}",
                        None if ok else SHAPE_HIDES_DISPATCH)
 
-    return Expectation("the CPU takes longer to issue a step than the GPU takes to run it: overhead-bound", check, claim)
+    text = "the CPU takes longer to issue a step than the GPU takes to run it: overhead-bound"
+    return Expectation(text, check, claim)
 
 
 def exposed_share_at_most(limit: float, why: str = "", claim: str = "") -> Expectation:
@@ -104,7 +105,8 @@ def exposed_share_at_most(limit: float, why: str = "", claim: str = "") -> Expec
         reason = None if ok else GLOO_SLOW if found.where == "cpu" else NCCL_WAITS
         return Outcome(ok, _exposure_text(found), reason)
 
-    return Expectation(f"at most {limit:.0%} of the all-reduce time exposed" + (f" ({why})" if why else ""), check, claim)
+    text = f"at most {limit:.0%} of the all-reduce time exposed" + (f" ({why})" if why else "")
+    return Expectation(text, check, claim)
 
 
 def exposed_share_at_least(limit: float, why: str = "", claim: str = "") -> Expectation:
@@ -117,7 +119,8 @@ def exposed_share_at_least(limit: float, why: str = "", claim: str = "") -> Expe
         share = found.exposed_share
         return Outcome(share is not None and share >= limit, _exposure_text(found))
 
-    return Expectation(f"at least {limit:.0%} of the all-reduce time exposed" + (f" ({why})" if why else ""), check, claim)
+    text = f"at least {limit:.0%} of the all-reduce time exposed" + (f" ({why})" if why else "")
+    return Expectation(text, check, claim)
 
 
 def less_cpu_than(other: Path, what: str, claim: str = "") -> Expectation:
@@ -146,4 +149,5 @@ def _exposure_text(found: Communication) -> str:
 
 def _issued_text(found: Communication) -> str:
     counts = found.issued_per_step()
-    return f"c10d ops issuing collectives per step: {', '.join(per_step_count(n) for n in counts)}, no collective's time"
+    shown = ", ".join(per_step_count(n) for n in counts)
+    return f"c10d ops issuing collectives per step: {shown}, and no time for the collectives themselves"
