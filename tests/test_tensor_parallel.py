@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import textwrap
 
 import pytest
@@ -123,6 +124,26 @@ def test_the_lesson_shows_the_plain_forward_as_it_is_defined():
     assert source.strip() == shown.strip(), shown
 
 
+def test_joining_forces_nvlink_multicast_off(monkeypatch):
+    """One rank (gloo, in this process): the variables are forced to their off values, not merely defaulted."""
+    import socket
+
+    from profiling_in_pytorch.parallel.launch import NO_MULTICAST, process_group
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for name, value in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+                        "MASTER_PORT": str(port), "NCCL_NVLS_ENABLE": "1", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "0",
+                        "NVSHMEM_DISABLE_NVLS": "0"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("TORCH_NCCL_HIGH_PRIORITY", raising=False)  # set in there: restored to absent after
+    with process_group("cpu") as ranks:
+        assert (ranks.rank, ranks.world, ranks.backend) == (0, 1, "gloo")
+        assert {name: os.environ[name] for name in NO_MULTICAST} == {
+            "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
 @pytest.mark.slow
 def test_compiled_dtensor_on_two_cpu_processes(tmp_path):
     result = torchrun(*TINY, "--device", "cpu", "--variant", "dtensor-compile", "--trace_dir", str(tmp_path))
@@ -148,6 +169,10 @@ def test_sizes_the_split_cannot_take_are_one_line_from_rank_0(tmp_path):
 # --- on two GPUs ---------------------------------------------------------------------------------------------------
 
 
+def output_checks(stdout: str) -> list[str]:
+    return [line for line in stdout.splitlines() if line.startswith("output check against fp32:")]
+
+
 @pytest.mark.gpu
 @two_gpus
 def test_every_variant_on_two_gpus(tmp_path):
@@ -155,11 +180,16 @@ def test_every_variant_on_two_gpus(tmp_path):
     result = torchrun(*small, "--variant", "all", "--bench", "--trace_dir", str(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]
     assert stderr_lines(result) == []
-    assert result.stdout.count("output check against fp32:") == 4 and " ✗\n" not in result.stdout.split("What we")[0]
-    trace = load_trace(tmp_path / FOLDER / "4_64_256_1024_tp2_plain_eager_rank0.json")
-    nccl = [n for n in names(trace, cat="kernel") if n.startswith("ncclDevKernel_") or n.startswith("ncclKernel_")]
-    assert len(nccl) == 3, nccl
-    assert "CUDA graph" in result.stdout  # the timings time plain and overlap in a graph too
+    checks = output_checks(result.stdout)
+    assert len(checks) == 4 and all(line.endswith("✓") for line in checks), checks
+    ranks = [tmp_path / FOLDER / f"4_64_256_1024_tp2_plain_eager_rank{r}.json" for r in (0, 1)]
+    nccl = [n for n in names(load_trace(ranks[0]), cat="kernel") if n.startswith(("ncclDevKernel_", "ncclKernel_"))]
+    assert len(nccl) == 3, nccl  # one all-reduce per profiled step
+    report = run_script("-m", "profiling_in_pytorch.traces.report", *map(str, ranks), timeout=60)
+    assert report.returncode == 0 and "2 ranks" in report.stdout and "NCCL AllReduce" in report.stdout
+    timings = (tmp_path / FOLDER / "4_64_256_1024_tp2_bench.md").read_text()
+    assert "plain + all_reduce, CUDA graph" in timings and "overlap, 4 chunks, CUDA graph" in timings
+    assert "WRONG" not in timings
 
 
 @pytest.mark.gpu
@@ -167,7 +197,9 @@ def test_every_variant_on_two_gpus(tmp_path):
 def test_plain_and_overlap_in_a_cuda_graph_on_two_gpus(tmp_path):
     result = torchrun("--variant", "plain,overlap", "--cuda_graph", "--trace_dir", str(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.count("✓\n") >= 2 and "one AllReduce per step" in result.stdout
+    checks = output_checks(result.stdout)
+    assert len(checks) == 2 and all(line.endswith("✓") for line in checks), checks
+    assert "✓ one AllReduce per step" in result.stdout and "✓ 4 AllReduce per step" in result.stdout
     assert (tmp_path / FOLDER / "64_128_768_3072_tp2_overlap4_graph_eager_rank1.json").is_file()
 
 

@@ -125,6 +125,7 @@ def process_group(device_name: str | None) -> Iterator[Ranks]:
 
     Fewer GPUs on this host than the ranks torchrun started on it is one line and exit 1, before anything starts.
     """
+    os.environ.update(NO_MULTICAST)  # first: nothing below may create a communicator with multicast on
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
@@ -137,7 +138,6 @@ def process_group(device_name: str | None) -> Iterator[Ranks]:
                 f"(--nproc-per-node {gpus}) or run on the CPU (--device cpu)"
             )
         torch.cuda.set_device(local_rank)
-    os.environ.update(NO_MULTICAST)
     # NCCL's streams at high priority: an all-reduce running beside compute (the overlapped variant) gets the SMs as
     # they free up, instead of waiting behind every block of the next GEMM. Alone on the GPU it changes nothing.
     os.environ.setdefault("TORCH_NCCL_HIGH_PRIORITY", "1")

@@ -25,6 +25,7 @@ collective's start on each rank can be compared.
 
 from __future__ import annotations
 
+import bisect
 import gzip
 import json
 import re
@@ -352,9 +353,14 @@ def _merged(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float
 
 def _uncovered(intervals: list[tuple[float, float]], cover: list[tuple[float, float]]) -> float:
     """How much of `intervals` (disjoint) no interval of `cover` (sorted, disjoint) covers."""
+    ends = [b for _, b in cover]
     total = 0.0
     for start, end in intervals:
-        covered = sum(max(0.0, min(end, b) - max(start, a)) for a, b in cover if a < end and b > start)
+        covered = 0.0
+        i = bisect.bisect_right(ends, start)  # the first cover interval that ends after `start`
+        while i < len(cover) and cover[i][0] < end:
+            covered += min(end, cover[i][1]) - max(start, cover[i][0])
+            i += 1
         total += (end - start) - covered
     return total
 
