@@ -5,7 +5,9 @@
     profiling_in_pytorch/traces/                       reading traces and checking claims against them: no torch (trace-report)
     profiling_in_pytorch/mlp/                          the MLPs the lessons profile, and their Triton kernels
     profiling_in_pytorch/bench/                        timing the MLP variants side by side (benchmark_mlp.py)
+    profiling_in_pytorch/parallel/                     the MLP over several ranks, tensor parallel (lesson 08): torch.distributed
 
 Imports go one way: `traces` imports only the standard modules above and rich; `mlp` imports torch, triton and
-`errors`; `lesson` imports `traces` (its checks) and the standard modules; `bench` may import all of them.
+`errors`; `lesson` imports `traces` (its checks) and the standard modules; `bench` and `parallel` may import all of
+them.
 """
