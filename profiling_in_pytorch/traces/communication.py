@@ -404,6 +404,16 @@ class Skew:
     waits_us_per_step: dict[int, float]  # rank -> per step, how long its collectives waited for the last rank to start
     last: Counter  # rank -> how often it started last
 
+    def to_dict(self) -> dict:
+        return {
+            "matched": self.matched,
+            "median_us": round(self.median_us, 3),
+            "max_us": round(self.max_us, 3),
+            "max_at": self.max_at,
+            "waits_us_per_step": {str(rank): round(us, 3) for rank, us in self.waits_us_per_step.items()},
+            "last_to_start": {str(rank): n for rank, n in self.last.items()},
+        }
+
 
 def is_rank_set(paths: Sequence[str | Path]) -> bool:
     """Two or more traces of one run, one per rank: `<run>_rank<r>.json`, the same <run>, each rank once."""

@@ -113,7 +113,7 @@ def _ranks_main(paths: list[str], args) -> int:
     if args.json:
         payload = {
             "ranks": [{"rank": r.rank, **_with_communication(r.trace, r.comm)} for r in ranks],
-            "skew": _skew_dict(comm.skew(ranks)),
+            "skew": lag.to_dict() if (lag := comm.skew(ranks)) is not None else None,
         }
         json.dump(_finite(payload), sys.stdout, indent=1, ensure_ascii=False, allow_nan=False)
         sys.stdout.write("\n")
@@ -133,19 +133,6 @@ def _with_communication(trace: Trace, found: comm.Communication | None = None) -
     if found is not None:
         payload["communication"] = found.to_dict()
     return payload
-
-
-def _skew_dict(skew: comm.Skew | None) -> dict | None:
-    if skew is None:
-        return None
-    return {
-        "matched": skew.matched,
-        "median_us": round(skew.median_us, 3),
-        "max_us": round(skew.max_us, 3),
-        "max_at": skew.max_at,
-        "waits_us_per_step": {str(rank): round(us, 3) for rank, us in skew.waits_us_per_step.items()},
-        "last_to_start": {str(rank): n for rank, n in skew.last.items()},
-    }
 
 
 # --- end communication ---
