@@ -40,7 +40,7 @@ from profiling_in_pytorch.cli import positive_int
 from profiling_in_pytorch.model import load
 from profiling_in_pytorch.model.presets import PRESETS
 from profiling_in_pytorch.model.ranges import ModuleRanges
-from profiling_in_pytorch.traces import expect as ex
+from profiling_in_pytorch.traces import checks as ex
 from profiling_in_pytorch.traces.summary import print_summary, summarize
 
 FORWARD, BACKWARD, OPTIMIZER = "model_fwd", "model_bwd", "optimizer_step"

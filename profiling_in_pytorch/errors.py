@@ -1,6 +1,7 @@
 """What a user meets when something goes wrong: one clear line on stderr and the right exit code, never a traceback.
 
     bad input (a flag, a file, a size this machine cannot hold)   one line, exit 2
+    something this machine cannot do (fewer GPUs than ranks)      one line, exit 1
     Ctrl-C, anywhere (the imports included)                       "interrupted", exit 130
     output that cannot be written (a full disk, a closed stdout)  one line, exit 1
     memory that runs out all the same (a failed allocation)       one line naming the sizes, exit 1
@@ -30,11 +31,16 @@ T = TypeVar("T")
 EXIT_USAGE = 2
 EXIT_WRITE = 1
 EXIT_OUT_OF_MEMORY = 1
+EXIT_CANNOT_RUN = 1
 EXIT_INTERRUPTED = 130
 
 
 class UsageError(Exception):
     """Input the user can fix: bad flag, missing GPU, unreadable file, unreachable Hub, ..."""
+
+
+class CannotRunHere(Exception):
+    """A run this machine cannot do as asked (fewer GPUs than the ranks it was started with, ...): one line, exit 1."""
 
 
 def first_line(err: BaseException) -> str:
@@ -212,6 +218,9 @@ def exits_cleanly(main: Callable[..., T]) -> Callable[..., T]:
             return result
         except UsageError as err:
             fail(first_line(err))
+        except CannotRunHere as err:
+            _say(f"{_prog()}: error: {first_line(err)}")
+            raise SystemExit(EXIT_CANNOT_RUN) from None
         except SystemExit:
             raise
         except BrokenPipeError:

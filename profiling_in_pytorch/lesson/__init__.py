@@ -300,12 +300,17 @@ def trace_of(run: Run, script: str, tag: Sequence[Any], *, compiled: bool) -> Pa
     return run.trace_path.parent.parent / script / f"{name}.json"
 
 
-def next_steps(run: Run, *, compare_with: Sequence[Path] = ()) -> None:
-    """The commands to go on with, naming the files this run wrote and the traces it can be compared with."""
+def next_steps(run: Run, *, compare_with: Sequence[Path] = (), ranks: Sequence[Path] = ()) -> None:
+    """The commands to go on with, naming the files this run wrote and the traces it can be compared with.
+
+    ranks: in a distributed run, every rank's trace (this one among them): read together, they show the skew."""
     report = _command("trace-report", "profiling_in_pytorch.traces.report")
     trace = shlex.quote(_shown(run.trace_path))
     console.print("\n[bold]Next[/bold]")
     console.print(f"  read it:   {report} {trace}", soft_wrap=True, markup=False)
+    if len(ranks) > 1:
+        shown = " ".join(_shown(path) for path in ranks)
+        console.print(f"  all ranks: {report} {shown}", soft_wrap=True, markup=False)
     twin = twin_trace(run.trace_path, "eager" if run.compiled else "compile")
     for other in [twin, *compare_with]:
         if other.is_file() and other != run.trace_path:

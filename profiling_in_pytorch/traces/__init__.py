@@ -3,7 +3,11 @@
 Each module holds one concern; imports go down this list, never up:
 
     report.py        the `trace-report` command: prints a trace, or the diff of two (terminal or --json)
+    serve.py         --open: the one trace served from 127.0.0.1 to ui.perfetto.dev
+    picture.py       --png: one step drawn as the posts' Perfetto figures show it
     checks/          the posts' claims as checks of a trace, one function each, by concern (see checks/__init__)
+    summary.py       where a model's GPU time goes: kinds of work, modules, top kernels, the idle split
+    communication.py collectives (NCCL kernels, gloo's ranges), the time nothing overlaps, several ranks' skew
     export.py        a trace as plain data: what --json prints
     compare.py       two traces side by side: `diff(a, b)` -> TraceDiff
     pace.py          who sets the pace: `verdict(trace)` -> Verdict (overhead-bound or compute-bound)

@@ -5,6 +5,7 @@
     uv run trace-report TRACE.json --json                  # the same content, for programs
     uv run trace-report TRACE.json --png [FILE] [--step N] # one step drawn as Perfetto shows it, into a PNG
     uv run trace-report TRACE.json --open                  # Perfetto opens it from this machine: no upload
+    uv run trace-report RUN_rank0.json RUN_rank1.json      # one run's ranks: collectives, exposed time, skew
 
 For each active step (`ProfilerStep#N`): the GPU work in time order, each with the op that launched it,
 its duration and share of the step's GPU time; the runtime calls; the CPU ops that launched nothing.
@@ -28,10 +29,11 @@ from rich.table import Table
 
 from profiling_in_pytorch.cli import ArgumentParser, count_or_zero
 from profiling_in_pytorch.console import Console
-from profiling_in_pytorch.errors import exits_cleanly, note
+from profiling_in_pytorch.errors import UsageError, exits_cleanly, note
 from profiling_in_pytorch.files import writable_file
 from profiling_in_pytorch.traces.compare import TraceDiff, diff
 from profiling_in_pytorch.traces.export import runtime_rows, trace_to_dict
+from profiling_in_pytorch.traces import communication as comm
 from profiling_in_pytorch.traces.kernel_names import decode
 from profiling_in_pytorch.traces.model import Step, Trace, per_step_count
 from profiling_in_pytorch.traces.pace import Verdict, verdict
@@ -53,6 +55,15 @@ def build_parser() -> ArgumentParser:
     )
     parser.add_argument("trace", help="a Chrome trace written by torch.profiler (.json or .json.gz)")
     parser.add_argument("other", nargs="?", help="a second trace: print what differs (e.g. eager vs --compile)")
+    # --- communication: several ranks' traces (profiling_in_pytorch/traces/communication.py) ---
+    parser.add_argument("more", nargs="*", help="more traces, with --ranks: the other ranks of the same run")
+    parser.add_argument(
+        "--ranks",
+        action="store_true",
+        help="read the traces as the ranks of one distributed run: a row per rank, the skew between them "
+        "(automatic when the names are RUN_rank0.json, RUN_rank1.json, ...)",
+    )
+    # --- end communication ---
     parser.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
     parser.add_argument("--full_names", action="store_true", help="show kernel names whole, not shortened")
     parser.add_argument(
@@ -101,6 +112,13 @@ def _main(argv: Sequence[str] | None) -> int:
     args = parser.parse_args(argv)
     if args.png is not None or args.open or args.step is not None or args.port is not None:
         return _look(args, parser)
+    # --- communication: several ranks' traces ---
+    paths = [args.trace, *([args.other] if args.other else []), *args.more]
+    if args.ranks or comm.is_rank_set(paths):
+        return _ranks_main(paths, args)
+    if args.more:
+        raise UsageError(f"{len(paths)} traces: give --ranks to read them as the ranks of one run (a diff takes two)")
+    # --- end communication ---
     first = read_trace(args.trace)
     second = read_trace(args.other) if args.other else None
     for trace in (first, second):
@@ -125,9 +143,46 @@ def _main(argv: Sequence[str] | None) -> int:
 
 
 def _with_summary(trace: Trace) -> dict:
-    """`trace_to_dict(trace)` and, under "summary", what the report prints first (summary.Summary.to_dict)."""
-    data = trace_to_dict(trace)
+    """`trace_to_dict(trace)`, its collectives, and, under "summary", what the report prints first."""
+    data = _with_communication(trace)
     return {**data, "summary": summarize(trace, data["verdict"]["summary"]).to_dict()}
+
+
+# --- communication (profiling_in_pytorch/traces/communication.py) ---------------------------------------------
+
+
+def _ranks_main(paths: list[str], args) -> int:
+    """The ranks of one run: each rank's collectives and steps in a row, the skew between them."""
+    if len(paths) < 2:
+        raise UsageError("--ranks reads two traces or more, one per rank of the same run")
+    ranks = comm.read_ranks(paths)
+    if args.json:
+        payload = {
+            "ranks": [{"rank": r.rank, **_with_communication(r.trace, r.comm)} for r in ranks],
+            "skew": lag.to_dict() if (lag := comm.skew(ranks)) is not None else None,
+        }
+        json.dump(_finite(payload), sys.stdout, indent=1, ensure_ascii=False, allow_nan=False)
+        sys.stdout.write("\n")
+        return 0
+    console = Console(highlight=False, width=_width())
+    comm.print_ranks(ranks, console)
+    first = ranks[0]
+    if first.comm is not None:
+        console.print(f"[bold]rank {first.rank}[/bold]: {escape(first.trace.name)}")
+        comm.print_communication(first.comm, console, rows=None if args.rows == 0 else args.rows)
+    return 0
+
+
+def _with_communication(trace: Trace, found: comm.Communication | None = None) -> dict:
+    """`trace_to_dict(trace)` and, under "communication", the collectives it found (communication.py)."""
+    payload = trace_to_dict(trace)
+    found = found if found is not None else comm.communication(trace)
+    if found is not None:
+        payload["communication"] = found.to_dict()
+    return payload
+
+
+# --- end communication ---
 
 
 def _finite(value):
@@ -167,6 +222,9 @@ def print_report(
     if trace.has_gpu:
         print_kernel_stats(trace, console, full_names=full_names, rows=rows)
         print_decoded(trace, console, full_names=full_names, rows=rows)
+    found = comm.communication(trace)  # --- communication ---
+    if found is not None:
+        comm.print_communication(found, console, rows=rows)
     print_verdict(trace, console, judged)
 
 

@@ -15,15 +15,17 @@ The checks live by concern, and this package re-exports each module's `__all__`:
     dispatch.py  what dispatches what: CPU ops, their nesting, compiled regions, shapes, views
     kernels.py   kernels and launches: counts, order, GEMMs, fusion, runtime calls
     training.py  a training step's phases: forward, backward, optimizer
+    communication.py  collectives: how many per step, how much of them nothing overlaps (lesson 08)
 
 A new check goes into the module of its concern, in its `__all__`; a new concern is a new module, imported below.
 """
 
-from profiling_in_pytorch.traces.checks import base, dispatch, kernels, regime, training
+from profiling_in_pytorch.traces.checks import base, communication, dispatch, kernels, regime, training
 from profiling_in_pytorch.traces.checks.base import *  # noqa: F403
+from profiling_in_pytorch.traces.checks.communication import *  # noqa: F403
 from profiling_in_pytorch.traces.checks.dispatch import *  # noqa: F403
 from profiling_in_pytorch.traces.checks.kernels import *  # noqa: F403
 from profiling_in_pytorch.traces.checks.regime import *  # noqa: F403
 from profiling_in_pytorch.traces.checks.training import *  # noqa: F403
 
-__all__ = base.__all__ + regime.__all__ + dispatch.__all__ + kernels.__all__ + training.__all__
+__all__ = base.__all__ + regime.__all__ + dispatch.__all__ + kernels.__all__ + training.__all__ + communication.__all__

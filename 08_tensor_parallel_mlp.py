@@ -1,0 +1,195 @@
+"""Lesson 08: the post's MLP split over N GPUs, tensor parallel. Gate and up by columns, down by rows, one all-reduce.
+
+Megatron's split of a GeGLU MLP. Each rank keeps hidden/N of the hidden features: its rows of gate_proj's and
+up_proj's weights (column-parallel: it computes its slice of g, u, h and m, and since GELU and the product act
+feature by feature, nothing is exchanged) and the same columns of down_proj's weight (row-parallel: its
+`m_r @ W_down[:, r]ᵀ` is a partial sum of y). One all-reduce adds the N partial sums, and every rank holds y.
+Per rank and forward: the three GEMMs at 1/N of the FLOPs, GELU and mul on 1/N of the elements, and the all-reduce
+of y, [tokens, dim] (12.6 MB at the post's shape in bf16, as large as x).
+
+Four ways to run it, `--variant` (several at once: `--variant plain,overlap`, or `all`):
+
+    dtensor           PyTorch's tensor-parallel API: the post's module, parallelize_module(mlp, mesh, plan) with
+                      {"gate_proj": ColwiseParallel(), "up_proj": ColwiseParallel(), "down_proj": RowwiseParallel()}
+    dtensor-compile   the same under torch.compile
+    plain             plain tensors: each rank's slices as three nn.Linear, and one dist.all_reduce
+    overlap           the tokens in --chunks pieces: chunk i's all-reduce runs (async_op=True, on NCCL's own stream)
+                      while chunk i+1 computes; only the last one has nothing left to hide behind
+
+The plain variant, one rank's forward (ShardedGeGLUMLP in profiling_in_pytorch/parallel/sharded.py, whose weights
+are the post's module's, sliced; a test keeps this copy identical):
+
+    def forward(self, x):
+        g = self.gate_proj(x)
+        u = self.up_proj(x)
+        h = F.gelu(g, approximate="tanh")
+        m = h * u
+        y = self.down_proj(m)  # this rank's partial sum: its hidden features' share of every output
+        dist.all_reduce(y, group=self.group)  # y summed over the ranks, in place, on every rank
+        return y
+
+What to look for, per step of each rank's trace under `tp_mlp_fwd`: on GPUs one NCCL kernel per all-reduce,
+`ncclDevKernel_AllReduce_Sum_bf16_RING_LL` (its name says the collective, the op, the dtype, the algorithm and the
+protocol); on CPUs no kernel: gloo runs it on its own thread, under `gloo:all_reduce`. DTensor's trace shows why it
+loses at the post's shape: its CPU time per step (tensor-subclass dispatch in Python, redistribution) is several
+times the GPU's, and nothing overlaps the all-reduce. The overlapped variant's all-reduces run beside the next chunk's
+GEMMs. Measured on 2 H200s (NVLink, NCCL 2.28.9, torch 2.11, bf16), forward µs:
+
+    shape                      1 GPU   DTensor        compiled DTensor   plain + all_reduce   all-reduce alone
+    post 64×128, 768→3072        241   770 (0.31×)    194 (1.24×)        193 (1.25×)          72
+    7B 16×512, 4096→11008      3,442   1,886 (1.82×)  1,844 (1.87×)      1,998 (1.72×)        305
+
+    torchrun --nproc-per-node 2 08_tensor_parallel_mlp.py                          # DTensor, the post's shape
+    torchrun --nproc-per-node 2 08_tensor_parallel_mlp.py --variant overlap --chunks 4 --cuda_graph
+    torchrun --nproc-per-node 2 08_tensor_parallel_mlp.py --variant all --bench    # every trace, then the timings
+    torchrun --nproc-per-node 2 08_tensor_parallel_mlp.py --device cpu --batch 2 --seq 4 --dim 16 --hidden 32
+
+(`python3 -m torch.distributed.run` where `torchrun` is not on PATH.) Each rank writes its own trace,
+`traces/08_tensor_parallel_mlp/<tag>_rank<r>.json`; rank 0 prints, checks and reads all ranks' traces together.
+"""
+
+from profiling_in_pytorch.errors import UsageError, exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
+import argparse
+
+import torch
+import torch.distributed as dist
+from torch.profiler import profile, record_function, schedule
+
+from profiling_in_pytorch import lesson
+from profiling_in_pytorch.cli import positive_int
+from profiling_in_pytorch.mlp import POST_SIZES, SimpleGeGLUMLP
+from profiling_in_pytorch.mlp.simple import forward_elements
+from profiling_in_pytorch.parallel import runs, timing
+from profiling_in_pytorch.parallel.launch import one_voice, parse_on_every_rank, process_group, require_torchrun
+from profiling_in_pytorch.parallel.sharded import DEFAULT_CHUNKS, GRAPHABLE, VARIANTS, build, describe
+from profiling_in_pytorch.parallel.sharded import require_shardable
+from profiling_in_pytorch.traces import communication as comm
+from profiling_in_pytorch.traces import checks as ex
+
+LABEL = "tp_mlp_fwd"
+EXPOSED_MARGIN = 0.15  # beyond the last chunk's share: its start waits for the slower rank, chunks are not all equal
+
+
+def variants_flag(text):
+    """`dtensor`, `plain,overlap` or `all`: the variants to profile, in the order given."""
+    names = list(VARIANTS) if text == "all" else [name.strip() for name in text.split(",")]
+    unknown = [name for name in names if name not in VARIANTS]
+    if unknown or not names:
+        bad = unknown[0] if unknown else text
+        raise argparse.ArgumentTypeError(f"unknown variant {bad!r}: use {', '.join(VARIANTS)} or all")
+    return tuple(dict.fromkeys(names))
+
+
+def require_valid(args, ranks):
+    """The flags that do not go together here, each one line (exit 2), before anything is built."""
+    if args.compile:
+        raise UsageError("this lesson compiles DTensor's forward as --variant dtensor-compile: drop --compile")
+    if args.cuda_graph and any(v not in GRAPHABLE for v in args.variant):
+        raise UsageError(f"--cuda_graph captures the {' or '.join(GRAPHABLE)} variant: name only those in --variant")
+    if args.cuda_graph and ranks.device.type != "cuda":
+        raise UsageError("--cuda_graph captures a forward in a CUDA graph: it needs GPUs")
+    require_shardable(args.hidden, ranks.world, args.batch * args.seq, args.chunks)
+    if "dtensor-compile" in args.variant and ranks.device.type == "cpu":  # compiled in the profile and the timings
+        lesson.require_cpp_compiler()
+
+
+def expectations(variant, args, eager_dtensor_trace):
+    """What each variant's trace shows on every rank (read by traces/communication.py)."""
+    checks = [ex.profiler_steps()]
+    if variant == "overlap":
+        chunks, limit = args.chunks, min(1.0, 1 / args.chunks + EXPOSED_MARGIN)
+        checks += [
+            ex.collectives_per_step(chunks, why=f"one per chunk of ~{args.batch * args.seq // chunks} tokens"),
+            ex.exposed_share_at_most(limit, why=f"only the last of {chunks} chunks' all-reduce has no compute left "
+                                     f"beside it: 1/{chunks} of their time, and {EXPOSED_MARGIN:.0%} of room"),
+        ]
+    else:
+        checks += [
+            ex.collectives_per_step(1, why="down_proj's partial sums of y, added once"),
+            ex.exposed_share_at_least(0.9, why="y is summed after all the compute: nothing runs beside it"),
+        ]
+    if variant == "dtensor":
+        checks.append(ex.cpu_time_exceeds_gpu_time())
+    if variant == "dtensor-compile":
+        checks.append(ex.less_cpu_than(eager_dtensor_trace, "eager DTensor (--variant dtensor)"))
+    return checks
+
+
+def profile_variant(variant, args, ranks):
+    """One variant on this rank: built from the post's module, checked, profiled, its trace written and read.
+    Returns whether its output matched the single-process module's."""
+    name = describe(variant, args.chunks, args.cuda_graph)
+    run = runs.rank_run(__file__, args, variant, ranks, label=f"{LABEL} · {name} · {ranks.describe()}")
+
+    # The post's module, whole, on every rank (same seed, same weights), and its input; the variant keeps this
+    # rank's slices of the weights. The module, its fp32 check and this rank's part: about three forwards' worth.
+    sizes = (args.batch, args.seq, args.dim, args.hidden)
+    lesson.require_memory(run, 3 * forward_elements(*sizes) * 4, "the module, its fp32 check and this rank's part")
+    torch.manual_seed(0)
+    reference = SimpleGeGLUMLP(args.dim, args.hidden).to(run.device, run.dtype).eval()
+    x = torch.randn(args.batch, args.seq, args.dim, device=run.device, dtype=run.dtype)
+    model = build(variant, reference, x, ranks, chunks=args.chunks, cuda_graph=args.cuda_graph)
+    # Every rank's y against the single-process module's (judged in fp32), before profiling.
+    outputs_agree = lesson.check_output(name, model, reference, x)
+
+    def step():
+        with torch.no_grad(), record_function(LABEL):
+            return model(x)
+
+    # Guess first, then look.
+    expected = expectations(variant, args, runs.other_variant(run, __file__, args, "dtensor", ranks))
+    lesson.announce(expected, run, compiled_already=True)
+    step()  # compiled, captured and warm before the profile
+    lesson.synchronize(run.device)
+
+    # The profile, as the post writes it: five steps, the last three recorded, no synchronize inside.
+    with profile(
+        activities=run.activities,
+        schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
+        record_shapes=False,
+        profile_memory=False,
+        with_stack=False,
+    ) as prof:
+        for _ in range(5):
+            step()
+            prof.step()
+    lesson.synchronize(run.device)
+
+    lesson.save(prof, run)  # traces/08_tensor_parallel_mlp/<tag>_rank<r>.json, on every rank
+    dist.barrier()  # every rank's trace is written before rank 0 reads them all
+    if ranks.leader:
+        every_rank = runs.every_rank(run, ranks.rank, ranks.world)
+        lesson.check(expected, run)
+        comm.print_ranks(comm.read_ranks(every_rank), lesson.console)
+        other = runs.other_variant(run, __file__, args, "dtensor" if variant == "plain" else "plain", ranks)
+        lesson.next_steps(run, compare_with=[other], ranks=every_rank)
+    return outputs_agree
+
+
+@exits_cleanly
+@one_voice
+def main(argv=None):
+    parser = lesson.parser(__file__, __doc__, **POST_SIZES)
+    parser.add_argument("--variant", type=variants_flag, default=("dtensor",), metavar="NAME[,NAME...]",
+                        help=f"{', '.join(VARIANTS)}, several separated by commas, or all (default: dtensor)")
+    parser.add_argument("--chunks", type=positive_int, default=DEFAULT_CHUNKS,
+                        help=f"with overlap: the token chunks, one all-reduce each (default: {DEFAULT_CHUNKS})")
+    parser.add_argument("--cuda_graph", action="store_true",
+                        help="capture the plain or overlap forward in a CUDA graph, replayed each step (GPUs only)")
+    parser.add_argument("--bench", action="store_true",
+                        help="after the profiles, time each variant's forward against one GPU's, in this run")
+    args = parse_on_every_rank(parser, argv)
+    require_torchrun(__file__, argv)
+
+    # torchrun started one process per rank: join them (NCCL between GPUs, gloo between CPU processes).
+    with process_group(args.device) as ranks:
+        require_valid(args, ranks)
+        outputs_agree = all([profile_variant(variant, args, ranks) for variant in args.variant])
+        if args.bench:
+            # Outside the profiles: each variant's forward against one GPU's, timed in this run on every rank.
+            outputs_agree &= timing.bench_and_report(__file__, args, ranks, lesson.console)
+    return 0 if outputs_agree else 1  # the traces are written, but a variant that computes something else fails
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

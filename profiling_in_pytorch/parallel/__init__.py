@@ -1,0 +1,12 @@
+"""The post's MLP over several processes, one per GPU, tensor parallel: what lesson 08 runs and times.
+
+    launch.py    joining the run torchrun started: the backend (NCCL on GPUs, gloo on a CPU), this rank's GPU,
+                 NVLink multicast kept off, rank 0 speaking for all; one-line errors
+    sharded.py   the variants: each rank's slices of the weights, DTensor's plan, plain tensors with one all-reduce,
+                 the overlapped forward by chunks, a forward captured in a CUDA graph
+    runs.py      one rank's file names: the lesson's tag, then `_rank<r>`
+    timing.py    each variant's forward against one GPU in the same run, every rank in step
+
+This package imports torch, `profiling_in_pytorch.mlp` and the lesson's plumbing (`profiling_in_pytorch.lesson`),
+as `bench` does; all communication goes through torch.distributed.
+"""

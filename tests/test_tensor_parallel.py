@@ -1,0 +1,212 @@
+"""Lesson 08 as a user runs it: torchrun starting two processes, gloo between them on a CPU (NCCL on two GPUs).
+
+A torchrun launch imports torch three times (torchrun and each worker): the CPU variants share one launch.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import textwrap
+
+import pytest
+import torch
+from conftest import ROOT, load_trace, run_script, stderr_lines
+
+from profiling_in_pytorch.parallel.sharded import ShardedGeGLUMLP
+
+LESSON = "08_tensor_parallel_mlp.py"
+FOLDER = "08_tensor_parallel_mlp"
+TINY = ["--batch", "2", "--seq", "4", "--dim", "16", "--hidden", "32"]
+HEADER = "08_tensor_parallel_mlp · tp_mlp_fwd"
+two_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs")
+
+
+def torchrun(*args: str, nproc: int = 2, env: dict | None = None):
+    """`python -m torch.distributed.run --standalone --nproc-per-node N 08_tensor_parallel_mlp.py ARGS`, from the
+    repository's root (--standalone: a free port, so that two runs on one machine do not collide)."""
+    return run_script("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
+                      str(ROOT / LESSON), *args, env={"OMP_NUM_THREADS": "1", **(env or {})})
+
+
+def names(trace: dict, **where) -> list[str]:
+    return [e["name"] for e in trace["traceEvents"] if all(e.get(k) == v for k, v in where.items())]
+
+
+@pytest.fixture(scope="module")
+def cpu_run(tmp_path_factory):
+    """dtensor, plain and overlap on 2 CPU processes, then their timings: one launch."""
+    folder = tmp_path_factory.mktemp("tp")
+    result = torchrun(*TINY, "--device", "cpu", "--variant", "dtensor,plain,overlap", "--bench",
+                      "--trace_dir", str(folder))
+    return result, folder / FOLDER
+
+
+def test_every_variant_runs_on_two_cpu_processes_quietly(cpu_run):
+    result, _ = cpu_run
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert stderr_lines(result) == []
+    assert result.stdout.count(HEADER) == 3  # rank 0 speaks, once per variant; rank 1 is quiet
+
+
+@pytest.mark.parametrize("name", ["DTensor", "plain + all_reduce", "overlap, 4 chunks"])
+def test_each_variant_computes_the_single_process_modules_output(cpu_run, name):
+    result, _ = cpu_run
+    line = next(line for line in result.stdout.splitlines() if line.startswith(f"output check against fp32: {name} "))
+    assert line.endswith("✓"), line
+
+
+@pytest.mark.parametrize("variant,collectives", [("dtensor", 1), ("plain", 1), ("overlap4", 4)])
+def test_each_rank_writes_its_trace_with_its_all_reduces(cpu_run, variant, collectives):
+    _, folder = cpu_run
+    for rank in (0, 1):
+        path = folder / f"2_4_16_32_tp2_{variant}_eager_fp32_cpu_rank{rank}.json"
+        trace = load_trace(path)
+        steps = sorted(n for n in names(trace) if n.startswith("ProfilerStep#"))
+        assert steps == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
+        assert names(trace, cat="user_annotation").count("tp_mlp_fwd") == 3
+        assert names(trace, cat="cpu_op").count("c10d::allreduce_") == 3 * collectives
+        assert names(trace, cat="user_annotation").count("gloo:all_reduce") == 3 * collectives
+        assert trace["distributedInfo"]["rank"] == rank and not trace["traceName"].startswith("/")
+        assert str(ROOT) not in path.read_text() and (folder / path.name.replace(".json", ".txt")).is_file()
+    assert not list(folder.glob(".*")), "temporary files left behind"
+
+
+def test_the_checks_and_the_ranks_table(cpu_run):
+    out = cpu_run[0].stdout
+    assert out.count("✓ one AllReduce per step") == 2 and "✓ 4 AllReduce per step" in out
+    assert "✓ the CPU takes longer to issue a step than the GPU takes to run it" in out  # DTensor's dispatch
+    assert out.count("2 ranks · rank 0:") == 3 and "skew between ranks" in out
+    assert "all ranks: " in out and "_rank1.json" in out
+
+
+def test_the_timings_table(cpu_run):
+    result, folder = cpu_run
+    table = (folder / "2_4_16_32_tp2_bench_fp32_cpu.md").read_text()
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line]
+    first_cells = [row.split(" | ")[0] for row in rows]
+    assert first_cells == ["| variant", "| 1 process", "| DTensor", "| plain + all_reduce", "| overlap, 4 chunks"]
+    assert "WRONG" not in table and "× 1 process" in result.stdout
+
+
+def test_trace_report_reads_both_ranks_and_finds_the_all_reduce(cpu_run):
+    _, folder = cpu_run
+    ranks = [folder / f"2_4_16_32_tp2_plain_eager_fp32_cpu_rank{r}.json" for r in (0, 1)]
+    result = run_script("-m", "profiling_in_pytorch.traces.report", *map(str, ranks), timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "2 ranks" in result.stdout and "gloo:all_reduce" in result.stdout
+    payload = json.loads(run_script("-m", "profiling_in_pytorch.traces.report", "--json", *map(str, ranks)).stdout)
+    assert [r["communication"]["steps"][0]["collectives"][0]["collective"] for r in payload["ranks"]] == ["AllReduce"] * 2
+
+
+def test_outside_torchrun_it_says_the_command(tmp_path):
+    result = run_script(LESSON, "--variant", "plain", "--trace_dir", str(tmp_path))
+    assert result.returncode == 2
+    lines = stderr_lines(result)
+    # `python3 -m torch.distributed.run`, or `uv run torchrun` under uv
+    command = "run --nproc-per-node 2 08_tensor_parallel_mlp.py --variant plain"
+    assert len(lines) == 1 and "torch" in lines[0] and command in lines[0]
+    assert not list(tmp_path.iterdir())
+
+
+def test_an_unknown_variant_is_one_line():
+    result = run_script(LESSON, "--variant", "plain,nope")
+    assert result.returncode == 2
+    lines = stderr_lines(result)
+    assert len(lines) == 1 and "unknown variant 'nope'" in lines[0], result.stderr
+
+
+def test_the_lesson_shows_the_plain_forward_as_it_is_defined():
+    docstring = (ROOT / LESSON).read_text().split('"""')[1]
+    shown = textwrap.dedent(docstring.split("a test keeps this copy identical):")[1].split("\n\n", 2)[1])
+    source = textwrap.dedent(inspect.getsource(ShardedGeGLUMLP.forward))
+    assert source.strip() == shown.strip(), shown
+
+
+def test_joining_forces_nvlink_multicast_off(monkeypatch):
+    """One rank (gloo, in this process): the variables are forced to their off values, not merely defaulted."""
+    import socket
+
+    from profiling_in_pytorch.parallel.launch import NO_MULTICAST, process_group
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for name, value in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+                        "MASTER_PORT": str(port), "NCCL_NVLS_ENABLE": "1", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "0",
+                        "NVSHMEM_DISABLE_NVLS": "0"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("TORCH_NCCL_HIGH_PRIORITY", raising=False)  # set in there: restored to absent after
+    with process_group("cpu") as ranks:
+        assert (ranks.rank, ranks.world, ranks.backend) == (0, 1, "gloo")
+        assert {name: os.environ[name] for name in NO_MULTICAST} == {
+            "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+@pytest.mark.slow
+def test_compiled_dtensor_on_two_cpu_processes(tmp_path):
+    result = torchrun(*TINY, "--device", "cpu", "--variant", "dtensor-compile", "--trace_dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert stderr_lines(result) == []
+    assert "output check against fp32: DTensor, compiled" in result.stdout
+    assert "✓ one AllReduce per step" in result.stdout
+    trace = load_trace(tmp_path / FOLDER / "2_4_16_32_tp2_dtensor_compile_fp32_cpu_rank1.json")
+    assert any("cpp_fused" in n for n in names(trace, cat="cpu_op"))  # Inductor's kernel for gelu and mul
+    assert names(trace, cat="cpu_op").count("c10d::allreduce_") == 3
+
+
+@pytest.mark.slow
+def test_sizes_the_split_cannot_take_are_one_line_from_rank_0(tmp_path):
+    result = torchrun("--batch", "2", "--seq", "4", "--dim", "16", "--hidden", "33", "--device", "cpu",
+                      "--variant", "plain", "--trace_dir", str(tmp_path))
+    assert result.returncode != 0
+    ours = [line for line in stderr_lines(result) if "08_tensor_parallel_mlp.py: error:" in line]
+    assert len(ours) == 1 and "does not split into 2 equal shares" in ours[0], result.stderr
+    assert stderr_lines(result)[0] == ours[0]  # before torchrun's own report of the failed workers
+
+
+# --- on two GPUs ---------------------------------------------------------------------------------------------------
+
+
+def output_checks(stdout: str) -> list[str]:
+    return [line for line in stdout.splitlines() if line.startswith("output check against fp32:")]
+
+
+@pytest.mark.gpu
+@two_gpus
+def test_every_variant_on_two_gpus(tmp_path):
+    small = ["--batch", "4", "--seq", "64", "--dim", "256", "--hidden", "1024"]
+    result = torchrun(*small, "--variant", "all", "--bench", "--trace_dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert stderr_lines(result) == []
+    checks = output_checks(result.stdout)
+    assert len(checks) == 4 and all(line.endswith("✓") for line in checks), checks
+    ranks = [tmp_path / FOLDER / f"4_64_256_1024_tp2_plain_eager_rank{r}.json" for r in (0, 1)]
+    nccl = [n for n in names(load_trace(ranks[0]), cat="kernel") if n.startswith(("ncclDevKernel_", "ncclKernel_"))]
+    assert len(nccl) == 3, nccl  # one all-reduce per profiled step
+    report = run_script("-m", "profiling_in_pytorch.traces.report", *map(str, ranks), timeout=60)
+    assert report.returncode == 0 and "2 ranks" in report.stdout and "NCCL AllReduce" in report.stdout
+    timings = (tmp_path / FOLDER / "4_64_256_1024_tp2_bench.md").read_text()
+    assert "plain + all_reduce, CUDA graph" in timings and "overlap, 4 chunks, CUDA graph" in timings
+    assert "WRONG" not in timings
+
+
+@pytest.mark.gpu
+@two_gpus
+def test_plain_and_overlap_in_a_cuda_graph_on_two_gpus(tmp_path):
+    result = torchrun("--variant", "plain,overlap", "--cuda_graph", "--trace_dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    checks = output_checks(result.stdout)
+    assert len(checks) == 2 and all(line.endswith("✓") for line in checks), checks
+    assert "✓ one AllReduce per step" in result.stdout and "✓ 4 AllReduce per step" in result.stdout
+    assert (tmp_path / FOLDER / "64_128_768_3072_tp2_overlap4_graph_eager_rank1.json").is_file()
+
+
+@pytest.mark.gpu
+@two_gpus
+def test_fewer_gpus_than_ranks_is_one_line(tmp_path):
+    result = torchrun("--variant", "plain", "--trace_dir", str(tmp_path), env={"CUDA_VISIBLE_DEVICES": "0"})
+    assert result.returncode != 0
+    ours = [line for line in stderr_lines(result) if "08_tensor_parallel_mlp.py: error:" in line]
+    assert len(ours) == 1 and "2 ranks on this host need a GPU each, and PyTorch sees 1" in ours[0], result.stderr
