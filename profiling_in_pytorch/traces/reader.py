@@ -124,6 +124,7 @@ class GpuWork:
     shared_memory: int | None = None  # bytes per block, static and dynamic
     grid: tuple | None = None  # the launch's grid and block dimensions
     block: tuple | None = None
+    occupancy: float | None = None  # CUPTI's "est. achieved occupancy %" (0 where it cannot estimate it)
 
     @property
     def end(self) -> float:
@@ -362,6 +363,9 @@ class Trace:
     runtime_outside_steps: list[RuntimeCall] = field(default_factory=list)
     ops_outside_steps: list[CpuOp] = field(default_factory=list)
     gpu_outside_steps: list[GpuWork] = field(default_factory=list)  # launched outside the steps (or unlinked, run there)
+    # The first GPU's limits as the trace records them (numSms, regsPerMultiprocessor, sharedMemPerMultiprocessor,
+    # maxThreadsPerMultiprocessor, warpSize, ...): what a kernel's footprint is weighed against.
+    device_properties: dict = field(default_factory=dict)
     # The table's "Self CPU time total": every CPU box's self time (ops, labels, ProfilerStep boxes,
     # runtime calls, in the steps or not). Computed while reading, where the boxes' threads are known.
     self_cpu_total_us: float = 0.0
@@ -678,6 +682,7 @@ class _Collector:
                 self.runtime.append(RuntimeCall(name, ts, dur, pid, tid, args.get("correlation")))
             elif cat in GPU_KINDS:
                 registers, shared = args.get("registers per thread"), args.get("shared memory")
+                occupancy = args.get("est. achieved occupancy %")
                 self.gpu.append(
                     GpuWork(
                         GPU_KINDS[cat], name, ts, dur, pid, tid, args.get("correlation"),
@@ -685,6 +690,7 @@ class _Collector:
                         shared_memory=shared if isinstance(shared, int) else None,
                         grid=_dims3(args.get("grid")),
                         block=_dims3(args.get("block")),
+                        occupancy=float(occupancy) if isinstance(occupancy, (int, float)) and math.isfinite(occupancy) else None,
                     )
                 )
             elif cat in PYTHON_CATS:
@@ -741,8 +747,10 @@ class _Collector:
 
         labels = Counter(op.name for op in self.ops if op.is_label)
         device = None
+        device_properties: dict = {}
         props = meta.get("deviceProperties")
         if isinstance(props, list) and props and isinstance(props[0], dict):
+            device_properties = props[0]
             device = props[0].get("name")
             major, minor = props[0].get("computeMajor"), props[0].get("computeMinor")
             if device and major is not None:
@@ -760,6 +768,7 @@ class _Collector:
             ops_outside_steps=ops_outside,
             gpu_outside_steps=gpu_outside,
             self_cpu_total_us=self_cpu_total,
+            device_properties=device_properties,
         )
 
 
