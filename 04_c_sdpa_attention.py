@@ -56,8 +56,7 @@ from torch.nn.attention import sdpa_kernel
 from torch.profiler import profile, record_function, schedule
 
 from profiling_in_pytorch import lesson
-from profiling_in_pytorch.attention import POST_SIZES, forward_bytes
-from profiling_in_pytorch.attention import sdpa
+from profiling_in_pytorch.attention import POST_SIZES, forward_bytes, sdpa
 from profiling_in_pytorch.attention.sdpa import attention, backends
 from profiling_in_pytorch.lesson import attention as lesson_attention
 from profiling_in_pytorch.traces import attention_checks as ac

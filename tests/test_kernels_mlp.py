@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import load_trace, requires_cuda, run_script, stderr_lines
+from conftest import closed_port, hub_unreachable_envs, load_trace, requires_cuda, run_script, stderr_lines
 
 from profiling_in_pytorch.errors import UsageError
 from profiling_in_pytorch.hub_kernels import HUB_PROBE_TIMEOUT_S, hub_unreachable
@@ -79,21 +79,6 @@ def make_kernel_repo(root: Path) -> Path:
 @pytest.fixture
 def kernel_repo(tmp_path) -> Path:
     return make_kernel_repo(tmp_path / "repo")
-
-
-def closed_port() -> int:
-    """A port on 127.0.0.1 with nobody listening: connecting to it is refused at once."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def hub_unreachable_envs() -> dict[str, dict[str, str]]:
-    return {
-        # An empty cache, so that a copy fetched earlier on this machine cannot answer instead.
-        "offline": {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": "/nonexistent/hub", "KERNELS_CACHE": "/nonexistent/kernels"},
-        "refused": {"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": f"http://127.0.0.1:{closed_port()}"},
-    }
 
 
 def without_liger_kernel(tmp_path: Path) -> dict[str, str]:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from profiling_in_pytorch.traces.expect import NO_GPU, VIEW_LIKE, Expectation, Outcome
-from profiling_in_pytorch.traces.kernel_names import decode, math_unit
+from profiling_in_pytorch.traces.kernel_names import VIEW_OPS, decode, math_unit, split_fused_ops
 from profiling_in_pytorch.traces.reader import CpuOp, GpuWork, Phase, Step, Trace, busy_time, read_trace
 
 # What a CPU runs for each GPU operation of the forwards (the outermost of these ops, in time order).
@@ -63,6 +63,7 @@ BACKEND_OWN_OPS = {  # the op in which each fused backend prepares and launches 
     "cudnn": "aten::_cudnn_attention_forward",
 }
 FUSED = ("flash", "efficient", "cudnn")
+CPP_KERNEL = re.compile(r"cpp_fused_(\w+?)_\d+$")  # Inductor's CPU kernels (graph_0_cpp_fused_..._0 in a trace)
 REGISTER_GRANULE = 256  # registers are allocated per warp in units of 256 (sm80 and sm90)
 RESERVED_SHARED = 1024  # shared memory the driver keeps per block on sm80 and later
 MAX_BLOCKS_PER_SM = 32
@@ -114,13 +115,16 @@ def operations(trace: Trace, phase: Phase) -> list:
     """What the post counts per forward: kernels and memcpys on a GPU; on a CPU the ops of CPU_WORK."""
     if trace.has_gpu:
         return [w for w in launched(phase) if w.kind != "memset"]
-    found = [o for o in phase.ops if o.name in CPU_WORK and not any(p in CPU_WORK for p in o.path)]
+    found = [o for o in phase.ops if (o.name in CPU_WORK or CPP_KERNEL.search(o.name)) and not any(p in CPU_WORK for p in o.path)]
     return sorted(found, key=lambda o: o.ts)
 
 
 def role(item) -> str:
     """GEMM, copy, or the op a kernel (or CPU op) computes: mul, masked_fill, softmax, attention, ..."""
     if isinstance(item, CpuOp):
+        fused = CPP_KERNEL.search(item.name)
+        if fused:
+            return "+".join(op for op in split_fused_ops(fused.group(1)) if op not in VIEW_OPS)
         return CPU_WORK.get(item.name, item.name.removeprefix("aten::"))
     if item.kind == "memcpy":
         return "copy"
@@ -732,6 +736,9 @@ def _on_hopper(trace: Trace) -> bool:
     return trace.device_properties.get("computeMajor") == 9 or "sm90" in (trace.device or "")
 
 
+# --- 04_d: the Hub's FlashAttention-2 against SDPA's --------------------------------------------------------------
+
+
 def same_kernel_family_as(other: Path, label: str, other_label: str, missing: str, claim: str = "") -> Expectation:
     """Lesson 04_d against 04_c's flash backend: the Hub's kernel and torch's are both FlashAttention-2 (the same
     algorithm, and the same tile and warps when built from the same source); their GPU times side by side."""
@@ -768,8 +775,8 @@ def inductor_fuses(label: str, ops: Sequence[str], claim: str = "") -> Expectati
             names = [w.name for w in launched(phases[0]) if w.kind == "kernel"]
             fused = [n for n in names if decode(n).family.startswith("Inductor") and set(ops) <= set(decode(n).ops)]
         else:
-            names = [o.name for o in phases[0].ops if o.name.startswith("cpp_fused")]
-            fused = [n for n in names if all(op.strip("_") in n for op in ops)]
+            names = [o.name for o in phases[0].ops if CPP_KERNEL.search(o.name)]
+            fused = [n for n in names if set(ops) <= set(split_fused_ops(CPP_KERNEL.search(n).group(1)))]
         return Outcome(len(fused) == 1, f"{', '.join(fused) or 'no fused kernel'}; the forward's kernels: {', '.join(decode(n).short for n in names) or 'none'}")
 
     return Expectation(f"one Inductor kernel computes {', '.join(ops)}", check, claim)
