@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import ROOT, hub_unreachable_envs, load_trace, run_script, stderr_lines
+from conftest import ROOT, hub_unreachable_envs, load_trace, requires_cuda, run_script, stderr_lines
 
 from profiling_in_pytorch.attention import InPlaceCausalAttention, NaiveCausalAttention, sdpa
 from profiling_in_pytorch.attention.flash_kernel import FLASH_ATTN, torch_flash_attn_func
@@ -298,3 +298,27 @@ def test_cpu_work_stands_in_for_kernels_outermost_only(cpu_runs):
     phase = naive.steps[0].phase("attn_fwd")
     # aten::mul's own aten::copy_ (the Python scalar made a tensor) sits inside aten::mul: it is not the scores' copy
     assert [ac.role(o) for o in ac.operations(naive, phase)] == ["GEMM", "mul", "copy", "masked_fill", "softmax", "GEMM"]
+
+
+# --- on a GPU: the post's shape, every lesson, in the post's order ------------------------------------------
+
+
+GPU_RUNS = [
+    ("04_a_naive_attention.py", []),
+    ("04_b_inplace_ops_attention.py", []),
+    *[("04_c_sdpa_attention.py", ["--backend", backend]) for backend in ("math", "flash", "efficient", "cudnn", "auto")],
+    ("04_d_kernels_attention.py", ["--kernel_source", "torch"]),
+]
+
+
+@pytest.mark.gpu
+@requires_cuda
+def test_on_a_gpu_every_lesson_runs_and_explains_each_miss(tmp_path):
+    for script, args in GPU_RUNS:
+        result = run_script(script, *args, "--trace_dir", str(tmp_path), cwd=tmp_path)
+        assert result.returncode == 0, (script, args, result.stderr)
+        assert result.stderr == "", (script, args, result.stderr)
+        after = result.stdout.split("What we saw", 1)[1]
+        assert after.count("  ✗ ") == after.count("known reason:"), (script, args, after)
+    auto = read_trace(tmp_path / "04_c_sdpa_attention" / "8_16_1024_64_auto_eager.json")
+    assert ac.backend_of(auto, auto.steps[0].phase("sdpa_fwd")) in ac.FUSED
