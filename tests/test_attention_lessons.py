@@ -195,6 +195,7 @@ BAD_INPUTS = [
     ("04_a_naive_attention.py", ["--heads", "0"], {}, "positive"),
     ("04_b_inplace_ops_attention.py", ["--seq", "many"], {}, "positive"),
     ("04_c_sdpa_attention.py", ["--backend", "fastest"], {}, "invalid choice"),
+    ("04_c_sdpa_attention.py", ["--backend", "math", "--seq", "10000000"], {}, "try smaller sizes"),
     ("04_d_kernels_attention.py", ["--head_dim", "-1"], {}, "positive"),
     ("04_d_kernels_attention.py", ["--kernel_source", "local"], {}, "needs --kernel_repo PATH or LOCAL_KERNELS=kernels-community/flash-attn2=PATH"),
     ("04_d_kernels_attention.py", ["--kernel_repo", "/nonexistent/flash"], {}, "/nonexistent/flash: no such folder"),
