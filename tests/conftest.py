@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -60,6 +61,21 @@ def interpreter_results_of(test_module: str) -> dict:
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def closed_port() -> int:
+    """A port on 127.0.0.1 with nobody listening: connecting to it is refused at once."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def hub_unreachable_envs() -> dict[str, dict[str, str]]:
+    return {
+        # An empty cache, so that a copy fetched earlier on this machine cannot answer instead.
+        "offline": {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": "/nonexistent/hub", "KERNELS_CACHE": "/nonexistent/kernels"},
+        "refused": {"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": f"http://127.0.0.1:{closed_port()}"},
+    }
 
 
 def load_trace(path: Path) -> dict:

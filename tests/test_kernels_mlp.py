@@ -1,4 +1,4 @@
-"""03_kernels_mlp.py and profiling_in_pytorch/liger.py: every kernel source, offline, run as a user runs them.
+"""03_kernels_mlp.py, profiling_in_pytorch/mlp/liger.py and profiling_in_pytorch/hub_kernels.py: every kernel source, offline, run as a user runs them.
 
 No test here touches the network. The Hub is made unreachable on purpose (HF_HUB_OFFLINE=1, or an endpoint
 on 127.0.0.1 that refuses connections); the local kernel repository is built in tmp_path and loaded by the
@@ -17,18 +17,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import load_trace, requires_cuda, run_script, stderr_lines
+from conftest import closed_port, hub_unreachable_envs, load_trace, requires_cuda, run_script, stderr_lines
 
 from profiling_in_pytorch.errors import UsageError
+from profiling_in_pytorch.hub_kernels import HUB_PROBE_TIMEOUT_S, hub_unreachable
 from profiling_in_pytorch.mlp import SimpleGeGLUMLP
-from profiling_in_pytorch.mlp.liger import (
-    HUB_PROBE_TIMEOUT_S,
-    HUB_REPO,
-    _hub_unreachable,
-    build_liger_geglu_mlp,
-    require_runnable,
-    resolve_liger_geglu_mlp,
-)
+from profiling_in_pytorch.mlp.liger import HUB_REPO, build_liger_geglu_mlp, require_runnable, resolve_liger_geglu_mlp
 
 SCRIPT = "03_kernels_mlp.py"
 SMALL = ["--batch", "2", "--seq", "3", "--dim", "8", "--hidden", "16"]
@@ -85,21 +79,6 @@ def make_kernel_repo(root: Path) -> Path:
 @pytest.fixture
 def kernel_repo(tmp_path) -> Path:
     return make_kernel_repo(tmp_path / "repo")
-
-
-def closed_port() -> int:
-    """A port on 127.0.0.1 with nobody listening: connecting to it is refused at once."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def hub_unreachable_envs() -> dict[str, dict[str, str]]:
-    return {
-        # An empty cache, so that a copy fetched earlier on this machine cannot answer instead.
-        "offline": {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": "/nonexistent/hub", "KERNELS_CACHE": "/nonexistent/kernels"},
-        "refused": {"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": f"http://127.0.0.1:{closed_port()}"},
-    }
 
 
 def without_liger_kernel(tmp_path: Path) -> dict[str, str]:
@@ -237,7 +216,7 @@ def test_hub_probe_gives_up_quickly_when_nobody_answers():
         silent.bind(("127.0.0.1", 0))
         silent.listen(8)
         started = time.monotonic()
-        reason = _hub_unreachable(f"http://127.0.0.1:{silent.getsockname()[1]}")
+        reason = hub_unreachable(f"http://127.0.0.1:{silent.getsockname()[1]}")
         elapsed = time.monotonic() - started
     assert reason is not None and "127.0.0.1" in reason, reason
     assert elapsed < HUB_PROBE_TIMEOUT_S + 2, elapsed
@@ -245,7 +224,7 @@ def test_hub_probe_gives_up_quickly_when_nobody_answers():
 
 def test_hub_probe_reports_a_refused_connection_at_once():
     started = time.monotonic()
-    reason = _hub_unreachable(f"http://127.0.0.1:{closed_port()}")
+    reason = hub_unreachable(f"http://127.0.0.1:{closed_port()}")
     assert reason is not None and "Connection refused" in reason, reason
     assert time.monotonic() - started < 1.5
 

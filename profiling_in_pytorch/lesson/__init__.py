@@ -65,6 +65,8 @@ SIZE_HELP = {
     "seq": "tokens per sequence",
     "dim": "the model width: the MLP's input and output features",
     "hidden": "the MLP's hidden width: gate and up projections' output features",
+    "heads": "attention heads",
+    "head_dim": "each head's width: q, k and v are [batch, heads, seq, head_dim]",
     "in_dim": "nn.Linear's input features",
     "out_dim": "nn.Linear's output features",
 }

@@ -9,6 +9,12 @@ patterns worth decoding:
     triton_poi_fused__unsafe_view_gelu_mul_0            Inductor: a pointwise Triton kernel fusing 3 ops
     void at::native::vectorized_elementwise_kernel<8, at::native::GeluCUDAKernelImpl(...)...>(...)
                                                         ATen's eager GELU, 300 characters of C++ template
+    sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_..._ffma_...   cuBLAS fp32 on CUDA cores (ffma)
+    fmha_cutlassF_bf16_aligned_64x64_rf_sm80(...)       SDPA's memory-efficient attention (xformers' CUTLASS)
+    void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, ...>, ...>(...)
+                                                        FlashAttention-2, as vendored in PyTorch
+    cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_cga1x1x1_kernel0_0
+                                                        cuDNN's attention, generated for this problem
 
 `decode(name)` returns what we could read; a name that follows no known pattern passes through unchanged
 (its short name is the name itself and it carries no details). Nothing here imports torch: the report
@@ -18,6 +24,9 @@ nvjet names are not documented by NVIDIA. We decode only the fields we can check
 the output tile and the k-block x stages (their shared-memory footprint matches the kernel's `shared memory`:
 (256 + 128) x 64 x 2 bytes x 4 stages = 196,608 of 213,188 bytes), the cluster shape, `_bias_` (the bias add
 runs in the epilogue, as `aten::addmm` asks) and the three layout letters. Other fields are shown raw.
+
+`math_unit(name)` says which units a GEMM's name commits to: tensor cores (`s16816`, `tensorop`, wgmma; nvjet's
+16-bit `_h_`) or CUDA cores (`ffma`, `sgemm`, `simt`): Part 3 reads the math backend's FP32 GEMMs that way.
 """
 
 from __future__ import annotations
@@ -71,6 +80,8 @@ MULTI_WORD_OPS = {
     "_unsafe_index",
     "_to_copy",
     "_softmax",
+    "prepare_softmax_online",
+    "_safe_softmax",
     "_log_softmax",
     "_scaled_dot_product_flash_attention",
     "_scaled_dot_product_efficient_attention",
@@ -148,6 +159,11 @@ ATEN_OPS = [
     (r"CUDAFunctor(?:OnSelf|OnOther)?_add|AddFunctor|add_kernel", "add"),
     (r"sub_kernel|SubFunctor", "sub"),
     (r"threshold_kernel|clamp_min", "relu"),
+    (r"masked_fill", "masked_fill"),
+    (r"triu_tril_kernel<\w+, \w+, true", "triu"),
+    (r"triu_tril_kernel", "tril"),
+    (r"isneginf", "isneginf"),
+    (r"and_kernel_cuda", "all"),
     (r"FillFunctor|fill_kernel", "fill"),
     (r"CatArrayBatchedCopy", "cat"),
     (r"direct_copy_kernel|copy_kernel|copy_device_to_device", "copy"),
@@ -190,6 +206,9 @@ LIGER_OPS = (
     "softmax",
     "sparsemax",
 )
+
+# ATen kernels that live in an anonymous namespace, outside at::native (the names carry no `at::`).
+ATEN_ANONYMOUS = {"softmax_warp_forward", "softmax_warp_backward", "cunn_SoftMaxForward", "cunn_SoftMaxForwardSmem"}
 
 _GEMM = re.compile(r"nvjet|gemm|gemv|cutlass|xmma|cublas|matmul", re.IGNORECASE)
 _NOT_GEMM = re.compile(r"flash|fmha|attention|splitKreduce|reduce_kernel|elementwise", re.IGNORECASE)
@@ -241,7 +260,8 @@ class KernelName:
 def decode(name: str) -> KernelName:
     """Decode a kernel name; unknown names pass through unchanged."""
     core = _strip_wrapper(name)
-    for decoder in (_nvjet, _inductor, _cutlass, _cublas_arch_named, _xmma, _cublas_helper, _liger, _aten):
+    for decoder in (_nvjet, _inductor, _fmha_cutlass, _flash_attention, _cudnn_sdpa, _cutlass, _cublas_arch_named,
+                    _xmma, _cublas_helper, _liger, _aten):
         found = decoder(name, core)
         if found is not None:
             return found
@@ -261,6 +281,22 @@ def is_gemm(name: str) -> bool:
     if name.startswith("triton_"):
         return False
     return bool(_GEMM.search(name)) and not _NOT_GEMM.search(name)
+
+
+def math_unit(name: str) -> str:
+    """"tensor cores", "CUDA cores", or "" when a GEMM's name does not say: `s16816`, `tensorop`, `wgmma` and
+    nvjet's 16-bit `_h_` mean tensor cores; `ffma`, `sgemm` and `simt` mean fp32 on the CUDA cores."""
+    decoded = decode(name)
+    unit = dict(decoded.details).get("math", "")
+    if unit:
+        return "tensor cores" if unit.startswith("tensor") else "CUDA cores"
+    if decoded.family == "cuBLAS (nvjet)" and dict(decoded.details).get("inputs") == DTYPES["h"]:
+        return "tensor cores"
+    if re.search(r"(^|_)[shi]\d{4,}gemm", name):
+        return "tensor cores"
+    if re.search(r"sgemm", name, re.IGNORECASE):
+        return "CUDA cores"
+    return ""
 
 
 def arch_label(sm: str) -> str:
@@ -313,6 +349,90 @@ def _inductor(name: str, core: str) -> KernelName | None:
         details.append(("fuses", ", ".join(ops)))
     gemm = is_gemm(core)
     return KernelName(name, core, "Inductor (Triton)", gemm, ops, tuple(details))
+
+
+def _fmha_cutlass(name: str, core: str) -> KernelName | None:
+    # fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<...>::Params): the fused
+    # multi-head attention of xformers, upstreamed into PyTorch as SDPA's memory-efficient backend.
+    m = re.match(r"fmha_cutlass([FB])_([a-z0-9]+)_(aligned|notaligned)_(\d+x\d+)(?:_(rf|gmem))?_sm(\d+)", core)
+    if not m:
+        return None
+    direction, dtype, aligned, tile, storage, sm = m.groups()
+    details: list[tuple[str, str]] = [
+        ("pass", "forward" if direction == "F" else "backward"),
+        ("dtype", DTYPES.get(dtype, dtype)),
+        ("alignment", "aligned inputs" if aligned == "aligned" else "unaligned inputs"),
+        ("tile", tile),
+    ]
+    if storage:
+        where = "registers" if storage == "rf" else "global memory"
+        details.append(("accumulator", f"the output's running sum in {where} ({storage})"))
+    details.append(("arch", "built for " + arch_label(sm)))
+    short = core.split("(", 1)[0]
+    return KernelName(name, short, "CUTLASS fused attention (SDPA memory-efficient, from xformers)", False, ("attention",), tuple(details))
+
+
+def _flash_attention(name: str, core: str) -> KernelName | None:
+    # void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, false, false,
+    # cutlass::bfloat16_t, ...>, ...>(pytorch_flash::Flash_fwd_params): the traits are head dim, the block's
+    # query rows and key/value columns, and its warps. The flash-attn package names the same kernels without
+    # PyTorch's namespace (`flash::` or none).
+    m = re.match(
+        r"(?:(\w+)::)?flash_(fwd|bwd)(_splitkv)?\w*?_kernel<Flash_(?:fwd|bwd)_kernel_traits<(\d+), (\d+), (\d+), (\d+)",
+        core,
+    )
+    if not m:
+        return None
+    namespace, direction, split, head_dim, rows, cols, warps = m.groups()
+    details: list[tuple[str, str]] = [
+        ("pass", "forward" if direction == "fwd" else "backward"),
+        ("head dim", head_dim),
+        ("tile", f"{rows} query rows x {cols} key/value columns"),
+        ("warps", warps),
+    ]
+    dtype = re.search(r"cutlass::(bfloat16_t|half_t)", core)
+    if dtype:
+        details.append(("dtype", {"bfloat16_t": "bf16", "half_t": "fp16"}[dtype.group(1)]))
+    if split:
+        details.append(("split", "keys and values split across blocks (split-KV)"))
+    family = "FlashAttention-2" + (" (vendored in PyTorch)" if namespace == "pytorch_flash" else "")
+    prefix = f"{namespace}::" if namespace else ""
+    short = f"{prefix}flash_{direction}{split or ''}_kernel<{head_dim}, {rows}x{cols}, {warps} warps>"
+    return KernelName(name, short, family, False, ("attention",), tuple(details))
+
+
+def _cudnn_sdpa(name: str, core: str) -> KernelName | None:
+    # cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_cga1x1x1_kernel0_0:
+    # generated by cuDNN for this problem; a flash-style forward (fprop), on Hopper's warpgroup MMA (wgmma),
+    # a 16-bit path, pre-tuned configuration ("knob") 7, a 64x128x64 tile, a 1x1x1 thread-block cluster (cga).
+    m = re.match(r"cudnn_generated_\w*?sdpa_sm(\d+)_(\w+)$", core)
+    if not m:
+        return None
+    sm, rest = m.groups()
+    tokens = rest.split("_")
+    details: list[tuple[str, str]] = [("arch", arch_label(sm))]
+    if "flash" in tokens:
+        details.append(("algorithm", "flash-style (tiles of keys and values, online softmax)"))
+    passes = {"fprop": "forward", "bprop": "backward"}
+    direction = next((passes[t] for t in tokens if t in passes), None)
+    if direction:
+        details.append(("pass", direction))
+    units = {"wgmma": "tensor cores (wgmma: Hopper's warpgroup MMA)", "wmma": "tensor cores (wmma)", "hmma": "tensor cores (hmma)"}
+    unit = next((units[t] for t in tokens if t in units), None)
+    if unit:
+        details.append(("math", unit))
+    dtype = next((t for t in tokens if t in ("f16", "bf16", "f8", "fp8")), None)
+    if dtype:
+        details.append(("inputs", "16-bit (f16 in the name)" if dtype == "f16" else DTYPES.get(dtype, dtype)))
+    if "knob" in tokens and tokens.index("knob") + 1 < len(tokens):
+        details.append(("knob", f"{tokens[tokens.index('knob') + 1]} (a pre-tuned configuration)"))
+    tile = next((t for t in tokens if re.fullmatch(r"\d+x\d+x\d+", t)), None)
+    if tile:
+        details.append(("tile", tile))
+    cluster = next((t[3:] for t in tokens if re.fullmatch(r"cga\d+x\d+x\d+", t)), None)
+    if cluster:
+        details.append(("cluster", cluster))
+    return KernelName(name, core, "cuDNN (generated)", False, ("attention",), tuple(details))
 
 
 def _cutlass(name: str, core: str) -> KernelName | None:
@@ -400,6 +520,10 @@ def _xmma(name: str, core: str) -> KernelName | None:
     layout = next((t for t in tokens if re.fullmatch(r"[tn]{2}", t)), None)
     if layout:
         details.append(("layout", layout))
+    if "ffma" in tokens:
+        details.append(("math", "CUDA cores (ffma: fp32 fused multiply-add)"))
+    elif any(t.startswith("tensor") for t in tokens):
+        details.append(("math", "tensor cores (" + next(t for t in tokens if t.startswith("tensor"))[6:] + " mma)"))
     gemm = "gemm" in op or "gemv" in op
     return KernelName(name, core, "cuBLAS (xmma)", gemm, ("mm",) if gemm else (), tuple(details))
 
@@ -425,7 +549,7 @@ def _liger(name: str, core: str) -> KernelName | None:
 
 
 def _aten(name: str, core: str) -> KernelName | None:
-    if "at::native::" not in name and not core.startswith("at::"):
+    if "at::native::" not in name and not core.startswith("at::") and _base_function(core) not in ATEN_ANONYMOUS:
         return None
     base = _base_function(core)
     op = next((op for pattern, op in ATEN_OPS if re.search(pattern, name)), None)
@@ -473,6 +597,7 @@ def _strip_wrapper(name: str) -> str:
 
 def _base_function(core: str) -> str:
     """The function's name without namespaces, template arguments or parameters."""
+    core = re.sub(r"\(anonymous namespace\)::", "", core)  # its parenthesis is not the parameter list
     depth = 0
     end = len(core)
     for i, ch in enumerate(core):

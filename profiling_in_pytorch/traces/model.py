@@ -88,6 +88,7 @@ class GpuWork:
     shared_memory: int | None = None  # bytes per block, static and dynamic
     grid: tuple | None = None  # the launch's grid and block dimensions
     block: tuple | None = None
+    occupancy: float | None = None  # CUPTI's "est. achieved occupancy %" (0 where it cannot estimate it)
 
     @property
     def end(self) -> float:
@@ -281,6 +282,9 @@ class Trace:
     ops_outside_steps: list[CpuOp] = field(default_factory=list)
     # GPU work launched outside the steps, or before the recording (the warmup step's: no launch call in the trace)
     gpu_outside_steps: list[GpuWork] = field(default_factory=list)
+    # The first GPU's limits as the trace records them (numSms, regsPerMultiprocessor, sharedMemPerMultiprocessor,
+    # maxThreadsPerMultiprocessor, warpSize, ...): what a kernel's footprint is weighed against.
+    device_properties: dict = field(default_factory=dict)
     # The table's "Self CPU time total": every CPU box's self time (ops, labels, ProfilerStep boxes,
     # runtime calls, in the steps or not). Computed while reading, where the boxes' threads are known.
     self_cpu_total_us: float = 0.0

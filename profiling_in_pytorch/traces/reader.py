@@ -169,6 +169,7 @@ class _Collector:
                 self.runtime.append(RuntimeCall(name, ts, dur, pid, tid, correlation))
             elif kind == "gpu":
                 registers, shared = args.get("registers per thread"), args.get("shared memory")
+                occupancy = args.get("est. achieved occupancy %")
                 self.gpu.append(
                     GpuWork(
                         GPU_KINDS[cat], name, ts, dur, pid, tid, correlation,
@@ -176,6 +177,7 @@ class _Collector:
                         shared_memory=shared if isinstance(shared, int) else None,
                         grid=_dims3(args.get("grid")),
                         block=_dims3(args.get("block")),
+                        occupancy=float(occupancy) if type(occupancy) in _NUMBER and math.isfinite(occupancy) else None,
                     )
                 )
             else:
@@ -244,8 +246,10 @@ class _Collector:
 
         labels = Counter(op.name for op in self.ops if op.is_label)
         device = None
+        device_properties: dict = {}
         props = meta.get("deviceProperties")
         if isinstance(props, list) and props and isinstance(props[0], dict):
+            device_properties = props[0]
             device = props[0].get("name")
             major, minor = props[0].get("computeMajor"), props[0].get("computeMinor")
             if device and major is not None:
@@ -264,6 +268,7 @@ class _Collector:
             gpu_outside_steps=gpu_outside,
             self_cpu_total_us=self_cpu_total,
             skipped_events=self.skipped,
+            device_properties=device_properties,
         )
 
 
