@@ -3,6 +3,7 @@
     uv run trace-report traces/03_simple_mlp/64_128_768_3072_eager.json
     uv run trace-report EAGER.json COMPILED.json          # kernels only in one, in both, step times
     uv run trace-report TRACE.json --json                  # the same content, for programs
+    uv run trace-report GRAPHED.json --graph_kernels       # CUDA graphs: each replay's kernels under its row
 
 For each active step (`ProfilerStep#N`): the GPU work in time order, each with the op that launched it,
 its duration and share of the step's GPU time; the runtime calls; the CPU ops that launched nothing.
@@ -26,6 +27,7 @@ from rich.table import Table
 from profiling_in_pytorch.cli import ArgumentParser, count_or_zero
 from profiling_in_pytorch.console import Console
 from profiling_in_pytorch.errors import exits_cleanly
+from profiling_in_pytorch.traces import graphs  # CUDA graph replays (traces/graphs.py)
 from profiling_in_pytorch.traces.kernel_names import decode
 from profiling_in_pytorch.traces.reader import Step, Trace, TraceDiff, Verdict, diff, per_step_count, read_trace, runtime_rows
 
@@ -43,6 +45,10 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("other", nargs="?", help="a second trace: print what differs (e.g. eager vs --compile)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
     parser.add_argument("--full_names", action="store_true", help="show kernel names whole, not shortened")
+    # --- CUDA graphs (traces/graphs.py) ---
+    parser.add_argument("--graph_kernels", action="store_true",
+                        help="with CUDA graph replays: list each replay's kernels under its row")
+    # --- end CUDA graphs ---
     parser.add_argument(
         "--steps",
         type=_steps_flag,
@@ -68,8 +74,8 @@ def _main(argv: Sequence[str] | None) -> int:
     second = read_trace(args.other) if args.other else None
     rows = None if args.rows == 0 else args.rows
     if args.json:
-        payload = first.to_dict() if second is None else {
-            "traces": [first.to_dict(), second.to_dict()],
+        payload = _report_dict(first) if second is None else {
+            "traces": [_report_dict(first), _report_dict(second)],
             "diff": diff(first, second).to_dict(),
         }
         # JSON has no NaN or Infinity: a value a trace could not give (a zero-length window) is null.
@@ -78,10 +84,22 @@ def _main(argv: Sequence[str] | None) -> int:
         return 0
     console = Console(highlight=False, width=_width())
     if second is None:
-        print_report(first, console, full_names=args.full_names, steps=args.steps, rows=rows)
+        print_report(first, console, full_names=args.full_names, steps=args.steps, rows=rows,
+                     graph_kernels=args.graph_kernels)
     else:
         print_diff(diff(first, second), console, full_names=args.full_names, rows=rows)
     return 0
+
+
+# --- CUDA graphs (traces/graphs.py) ---
+def _report_dict(trace: Trace) -> dict:
+    """The trace as --json prints it: the reader's dict, and its CUDA graph replays when it has any."""
+    payload = trace.to_dict()
+    replays = graphs.graphs_to_dict(trace)
+    if replays is not None:
+        payload["cuda_graphs"] = replays
+    return payload
+# --- end CUDA graphs ---
 
 
 def _finite(value):
@@ -99,7 +117,8 @@ def _finite(value):
 
 
 def print_report(
-    trace: Trace, console: Console, *, full_names: bool = False, steps: int | None = DEFAULT_STEPS, rows: int | None = DEFAULT_ROWS
+    trace: Trace, console: Console, *, full_names: bool = False, steps: int | None = DEFAULT_STEPS, rows: int | None = DEFAULT_ROWS,
+    graph_kernels: bool = False,
 ) -> None:
     print_header(trace, console)
     shown = trace.steps if steps is None else trace.steps[:steps]
@@ -111,6 +130,7 @@ def print_report(
     if len(shown) < len(trace.steps):
         console.print(f"[dim]… {len(trace.steps) - len(shown)} more steps (--steps all to print them)[/dim]")
     print_outside_steps(trace, console)
+    graphs.print_graph_replays(trace, console, kernels=graph_kernels, full_names=full_names, rows=rows)  # CUDA graphs
     if trace.has_gpu:
         print_kernel_stats(trace, console, full_names=full_names, rows=rows)
         print_decoded(trace, console, full_names=full_names, rows=rows)
