@@ -186,7 +186,8 @@ def main(argv=None):
     step()  # compiles, records graph trees' graph, tunes Triton: none of it in the timing or the profile
     lesson.synchronize(run.device)
     if run.device.type == "cuda":  # the loop without the profiler: CUDA events around it, the host clock beside
-        timed = back_to_back(model, [x], calls=args.forwards)
+        with torch.no_grad():
+            timed = back_to_back(model, [x], calls=args.forwards)
         loop.per_forward_us, loop.cpu_us = timed.per_forward_us, timed.cpu_us
         lesson.console.print(f"the loop, timed without the profiler: {timed.per_forward_us:,.1f} µs per forward, the "
                              f"CPU issuing one in {timed.cpu_us:,.1f} µs")

@@ -325,3 +325,22 @@ def test_every_variant_of_the_lesson_runs_quietly(variant, tmp_path):
     trace = read_trace(next((tmp_path / "07_decode_mlp").glob("*.json")))
     if variant in ("reduce-overhead", "graph", "fused-graph"):
         assert len(replays(trace)) == 3 * 16  # one replay per forward, 16 forwards in each of 3 steps
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@requires_cuda
+def test_the_benchmark_times_the_captured_variants_from_one_launch(tmp_path):
+    result = run_script("benchmark_mlp.py", "--shapes", "decode", "--variants", "cuda-graph,fused-graph",
+                        "--out", str(tmp_path), timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    rows = {r["variant"]: r for r in json.loads((tmp_path / "mlp_cuda_bf16.json").read_text())["results"]}
+    for name in ("cuda-graph", "fused-graph"):
+        row = rows[name]
+        assert row["status"] == "ok", row["reason"]
+        assert row["rel_error"] <= row["tolerance"]  # checked against fp32 from the replayed path
+        assert row["launches"] == 1 and row["kernels"] >= 2  # every kernel from one cudaGraphLaunch
+        assert row["loop_us"] > 0 and row["cpu_us"] > 0
+    assert rows["eager"]["launches"] >= 5
+    assert "Goals" in result.stdout and "fused-graph:" in result.stdout  # judged in the output, not here

@@ -91,7 +91,7 @@ class CapturedForward:
         return f"{type(self.module).__name__} captured for input {list(self.shape)} {self.dtype} on {self.device}"
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if tuple(x.shape) != self.shape or x.dtype != self.dtype or x.device != self.device:
+        if x.shape != self.shape or x.dtype != self.dtype or x.device != self.device:
             raise ValueError(
                 f"this CUDA graph was captured for input {list(self.shape)} {self.dtype} on {self.device}, and was "
                 f"given {list(x.shape)} {x.dtype} on {x.device}: a graph replays fixed shapes, capture another for it"
