@@ -16,6 +16,8 @@ The variants (all compute the post's `SimpleGeGLUMLP` forward with the same weig
     reduce-overhead  torch.compile(mode="reduce-overhead"): the same kernels, replayed from a CUDA graph
     liger            Liger's LigerGEGLUMLP (loaded as 03_kernels_mlp.py loads it): a hand-written GeGLU kernel
     fused            FusedGeGLUMLP (05_fused_mlp.py): gate and up GEMM with the GeGLU in its epilogue, then down
+    cuda-graph       the eager module captured in a CUDA graph by hand (torch.cuda.CUDAGraph), replayed per call
+    fused-graph      FusedGeGLUMLP captured the same way (07_decode_mlp.py shows both in a trace)
 
 Once per run, the ceilings: a large GEMM and a large copy, measured in this run, on this machine; the GEMM in short
 bursts, one first and one right after each variant (at the clocks it ran at), the best of them counting. Then for
@@ -53,6 +55,7 @@ import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from profiling_in_pytorch.bench import output, prose
+from profiling_in_pytorch.bench.goals import goal_lines
 from profiling_in_pytorch.bench.measure import Settings, measure
 from profiling_in_pytorch.bench.output import console
 from profiling_in_pytorch.bench.pace import pace_story
@@ -62,10 +65,13 @@ from profiling_in_pytorch.bench.table import shape_table, train_table
 from profiling_in_pytorch.bench.timing import matmul_burst, measure_ceilings
 from profiling_in_pytorch.bench.training import measure_training, warm_autograd
 from profiling_in_pytorch.bench.variants import (
+    CAPTURED_INFERENCE_ONLY,
     Variant,
+    build_captured,
     build_compiled,
     build_cuda_graphed,
     build_fused,
+    build_fused_captured,
     build_liger,
     needs_cuda,
     needs_cuda_in_half,
@@ -108,6 +114,12 @@ VARIANTS: dict[str, Variant] = {
                      per_call="a Python autograd.Function and Triton's launcher"),
     "fused": Variant("fused", build=build_fused, unavailable=needs_cuda_in_half,
                      per_call="Triton's launcher for the GeGLU GEMM"),
+    "cuda-graph": Variant("cuda-graph", build=build_captured, unavailable=needs_cuda("CUDA graphs"),
+                          per_call="a copy into the graph's input, then one CUDA graph launch for every kernel",
+                          inference_only=CAPTURED_INFERENCE_ONLY),
+    "fused-graph": Variant("fused-graph", build=build_fused_captured, unavailable=needs_cuda_in_half,
+                           per_call="a copy into the graph's input, then one CUDA graph launch for every kernel",
+                           inference_only=CAPTURED_INFERENCE_ONLY),
 }
 
 
@@ -246,6 +258,8 @@ def run(argv: list[str] | None) -> list[Row]:
         for shape in shapes:
             for line in pace_story(shape, [r for r in rows if r.shape == shape.name], per_call):
                 console.print(line, soft_wrap=True)
+        for line in goal_lines(rows, meta["device"], dtype_name(dtype)):  # the captured variants' decode goals
+            console.print(line, soft_wrap=True)
 
     # The plot: speedup against eager, by shape and variant.
     png = out / f"{stem}.png"

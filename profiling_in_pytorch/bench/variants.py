@@ -104,16 +104,30 @@ def build_compiled(mode: str | None) -> Callable[[torch.nn.Module], Forward]:
 
 
 def build_cuda_graphed(mlp: torch.nn.Module) -> Forward:
+    """torch.compile(mode="reduce-overhead"), a new CUDA graph trees step at every call (profiling_in_pytorch/mlp/graphs.py)."""
+    from profiling_in_pytorch.mlp.graphs import compiled_with_cuda_graphs
+
     quiet_compiler(mlp.gate_proj.weight.device)
-    graphed = torch.compile(mlp, mode="reduce-overhead", dynamic=False)
+    return compiled_with_cuda_graphs(mlp)
 
-    def forward(x):
-        # A new step: the graph may now overwrite the previous call's outputs (it reuses their memory).
-        # Without this, CUDA graph trees cannot tell a new inference step from a second call in the same one.
-        torch.compiler.cudagraph_mark_step_begin()
-        return graphed(x)
 
-    return forward
+# A captured graph replays what it recorded under torch.no_grad(): an inference forward, nothing for a backward.
+CAPTURED_INFERENCE_ONLY = "forward only (a captured graph replays an inference forward)"
+
+
+def build_captured(mlp: torch.nn.Module) -> Forward:
+    """The eager module in a CUDA graph captured by hand (torch.cuda.CUDAGraph), for the first call's shape: that
+    call warms up and captures, every later one copies its input into the graph's buffer and replays."""
+    from profiling_in_pytorch.mlp.graphs import captured_on_first_call
+
+    return captured_on_first_call(mlp)
+
+
+def build_fused_captured(mlp: torch.nn.Module) -> Forward:
+    """FusedGeGLUMLP in a CUDA graph: its warm-up compiles and tunes the Triton kernel before the capture."""
+    from profiling_in_pytorch.mlp.graphs import captured_on_first_call
+
+    return captured_on_first_call(build_fused(mlp))
 
 
 _liger: dict = {}  # the resolved layer (or why none), looked up once per run: the Hub probe costs seconds

@@ -117,6 +117,15 @@ class FusedGeGLUMLP(nn.Module):
 
     Runs in bfloat16 or float16 on a CUDA GPU (or on the CPU under TRITON_INTERPRET=1); other dtypes raise
     TypeError.
+
+    CUDA graphs (profiling_in_pytorch/mlp/graphs.py): the inference forward can be captured once it has run for the
+    shape. Its first call per shape compiles the Triton kernel and times its launch configurations (do_bench, which
+    synchronizes): that must happen before the capture, and inside one geglu_gemm raises a RuntimeError saying so.
+    After it, a forward makes host decisions only (dtype and grad mode, the weights' version counters, a dict
+    lookup of the ready launch) and launches the same two or three kernels: no .item(), no synchronize. It allocates
+    h (new_empty) and cuBLAS its output: under capture both come from the graph's private pool, fixed addresses
+    every replay reuses. A replay runs what was recorded: weights edited after the capture are not re-interleaved
+    (CapturedForward refuses to replay then).
     """
 
     def __init__(self, hidden_size: int, intermediate_size: int, device=None, dtype=None, recompute_h: bool = False):

@@ -8,6 +8,7 @@ Each module holds one concern; imports go down this list, never up:
     checks/          the posts' claims as checks of a trace, one function each, by concern (see checks/__init__)
     summary.py       where a model's GPU time goes: kinds of work, modules, top kernels, the idle split
     communication.py collectives (NCCL kernels, gloo's ranges), the time nothing overlaps, several ranks' skew
+    graphs.py        CUDA graph replays: one row per cudaGraphLaunch, its kernels, span and gaps
     export.py        a trace as plain data: what --json prints
     compare.py       two traces side by side: `diff(a, b)` -> TraceDiff
     pace.py          who sets the pace: `verdict(trace)` -> Verdict (overhead-bound or compute-bound)

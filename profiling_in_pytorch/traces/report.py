@@ -6,6 +6,7 @@
     uv run trace-report TRACE.json --png [FILE] [--step N] # one step drawn as Perfetto shows it, into a PNG
     uv run trace-report TRACE.json --open                  # Perfetto opens it from this machine: no upload
     uv run trace-report RUN_rank0.json RUN_rank1.json      # one run's ranks: collectives, exposed time, skew
+    uv run trace-report GRAPHED.json --graph_kernels       # CUDA graphs: each replay's kernels under its row
 
 For each active step (`ProfilerStep#N`): the GPU work in time order, each with the op that launched it,
 its duration and share of the step's GPU time; the runtime calls; the CPU ops that launched nothing.
@@ -34,6 +35,7 @@ from profiling_in_pytorch.files import writable_file
 from profiling_in_pytorch.traces.compare import TraceDiff, diff
 from profiling_in_pytorch.traces.export import runtime_rows, trace_to_dict
 from profiling_in_pytorch.traces import communication as comm
+from profiling_in_pytorch.traces import graphs  # CUDA graph replays (traces/graphs.py)
 from profiling_in_pytorch.traces.kernel_names import decode
 from profiling_in_pytorch.traces.model import Step, Trace, per_step_count
 from profiling_in_pytorch.traces.pace import Verdict, verdict
@@ -66,6 +68,10 @@ def build_parser() -> ArgumentParser:
     # --- end communication ---
     parser.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
     parser.add_argument("--full_names", action="store_true", help="show kernel names whole, not shortened")
+    # --- CUDA graphs (traces/graphs.py) ---
+    parser.add_argument("--graph_kernels", action="store_true",
+                        help="with CUDA graph replays: list each replay's kernels under its row")
+    # --- end CUDA graphs ---
     parser.add_argument(
         "--steps",
         type=_steps_flag,
@@ -136,7 +142,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return 0
     console = Console(highlight=False, width=_width())
     if second is None:
-        print_report(first, console, full_names=args.full_names, steps=args.steps, rows=rows)
+        print_report(first, console, full_names=args.full_names, steps=args.steps, rows=rows,
+                     graph_kernels=args.graph_kernels)
     else:
         print_diff(diff(first, second), console, full_names=args.full_names, rows=rows)
     return 0
@@ -174,11 +181,14 @@ def _ranks_main(paths: list[str], args) -> int:
 
 
 def _with_communication(trace: Trace, found: comm.Communication | None = None) -> dict:
-    """`trace_to_dict(trace)` and, under "communication", the collectives it found (communication.py)."""
+    """`trace_to_dict(trace)`, the collectives it found (communication.py) and its CUDA graph replays (graphs.py)."""
     payload = trace_to_dict(trace)
     found = found if found is not None else comm.communication(trace)
     if found is not None:
         payload["communication"] = found.to_dict()
+    replays = graphs.graphs_to_dict(trace)  # --- CUDA graphs (traces/graphs.py) ---
+    if replays is not None:
+        payload["cuda_graphs"] = replays
     return payload
 
 
@@ -200,7 +210,8 @@ def _finite(value):
 
 
 def print_report(
-    trace: Trace, console: Console, *, full_names: bool = False, steps: int | None = AUTO_STEPS, rows: int | None = DEFAULT_ROWS
+    trace: Trace, console: Console, *, full_names: bool = False, steps: int | None = AUTO_STEPS, rows: int | None = DEFAULT_ROWS,
+    graph_kernels: bool = False,
 ) -> None:
     print_header(trace, console)
     # --- the summary first (profiling_in_pytorch.traces.summary), then the per-step lists when they are short ---
@@ -219,6 +230,7 @@ def print_report(
     if len(shown) < len(trace.steps):
         console.print(f"[dim]… {len(trace.steps) - len(shown)} more steps (--steps all to print them)[/dim]")
     print_outside_steps(trace, console)
+    graphs.print_graph_replays(trace, console, kernels=graph_kernels, full_names=full_names, rows=rows)  # CUDA graphs
     if trace.has_gpu:
         print_kernel_stats(trace, console, full_names=full_names, rows=rows)
         print_decoded(trace, console, full_names=full_names, rows=rows)

@@ -319,6 +319,19 @@ def _time_candidate(launch, c) -> float:
         return float("inf")
 
 
+def _refuse_under_capture(key) -> None:
+    """A shape's first call compiles the kernel and times launch configurations (do_bench synchronizes): host work
+    a CUDA graph cannot record. Inside a capture that would fail with CUDA's "operation not permitted when stream
+    is capturing" and invalidate the capture; say what to do instead."""
+    if not INTERPRETING and torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+        _, _, m_bucket, n, k, dtype, _ = key
+        raise RuntimeError(
+            f"geglu_gemm meets this shape (up to {m_bucket} tokens, N={n}, K={k}, {dtype}) for the first time inside a "
+            "CUDA graph capture: its first call per shape compiles and tunes the kernel, which synchronizes. Call the "
+            "module once with this shape before capturing (profiling_in_pytorch.mlp.graphs.CapturedForward warms up first)"
+        )
+
+
 def _tune(key, candidates, launch):
     """Time each candidate (CUDA events, median) on the first call with `key`; remember the fastest."""
     if len(candidates) == 1:
@@ -434,7 +447,10 @@ def geglu_gemm(
                 return _small_m_configs(max(16, triton.next_power_of_2(M)))
             return POINTER_CONFIGS
 
-    chosen = config or _best_config.get(key) or _tune(key, candidates(), launch)
+    chosen = config or _best_config.get(key)
+    if chosen is None:
+        _refuse_under_capture(key)
+        chosen = _tune(key, candidates(), launch)
     if INTERPRETING:  # the kernel runs as Python on the CPU: name it in a CPU trace, as a GPU lane names a kernel
         with torch.profiler.record_function((_geglu_gemm_tma_kernel if use_tma else _geglu_gemm_kernel).fn.__name__):
             launch(chosen)

@@ -18,6 +18,7 @@ The checks live by concern, and this package re-exports each module's `__all__`:
     communication.py  collectives: how many per step, how much of them nothing overlaps (lesson 08)
     attention.py attention forwards, Part 3 (lessons 04_a … 04_d): `from …checks import attention as ac`, not
                  re-exported here (its names are attention's: operations, role, backend_of, ...)
+    graphs.py    a decode loop's forwards, eager or replayed from CUDA graphs (lesson 07): `… import graphs as gx`
 
 A new check goes into the module of its concern, in its `__all__`; a new concern is a new module, imported below.
 """

@@ -1,0 +1,61 @@
+"""The decode goals of the captured variants, judged on the numbers of the run that prints them.
+
+Set on an H200 in bf16 at the decode shape (8 tokens, 768 -> 3072), where eager issues a forward in about 70 µs
+for 25 µs of GPU work: replayed from a CUDA graph, a forward should go at the GPU's pace. Timing depends on the
+machine, so the goals live in the benchmark's output, beside the numbers, and never in a test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.markup import escape
+
+from profiling_in_pytorch.bench.rows import Row
+
+
+@dataclass(frozen=True)
+class Goal:
+    variant: str
+    max_loop_us: float  # µs per forward, forwards back to back
+    min_gpu_busy: float | None = None  # GPU busy over the loop's time per forward
+
+
+GOAL_SHAPE = "decode"
+GOAL_SETTING = "an H200 in bf16"
+GOALS = (
+    Goal("fused-graph", 15.0, min_gpu_busy=0.8),
+    Goal("cuda-graph", 25.0),
+)
+
+
+def goal_lines(rows: list[Row], device: str, dtype: str) -> list[str]:
+    """Each goal against this run's decode rows: ✓ or ✗ with the numbers and eager's loop beside them; nothing
+    when the run did not measure the decode shape."""
+    at_shape = {r.variant: r for r in rows if r.shape == GOAL_SHAPE}
+    if not at_shape:
+        return []
+    here = f"this run: {device}, {dtype}"
+    lines = [f"\n[bold]Goals[/bold] at the decode shape, forwards back to back (set on {GOAL_SETTING}; {escape(here)})"]
+    eager = at_shape.get("eager")
+    for goal in GOALS:
+        row = at_shape.get(goal.variant)
+        if row is None:
+            lines.append(f"  – {goal.variant}: not in this run (--variants)")
+            continue
+        if row.status != "ok" or row.loop_us is None:
+            why = row.reason or "no loop timing (a GPU measures it)"
+            lines.append(f"  – {goal.variant}: not measured ({row.status}: {escape(why)})")
+            continue
+        met = row.loop_us <= goal.max_loop_us
+        text = f"{goal.variant}: {row.loop_us:,.1f} µs per forward (goal ≤ {goal.max_loop_us:g})"
+        if eager is not None and eager.status == "ok" and eager.loop_us:
+            text += f", eager {eager.loop_us:,.1f} µs in this run ({eager.loop_us / row.loop_us:.1f}×)"
+        if goal.min_gpu_busy is not None:
+            busy = row.gpu_busy_fraction
+            busy_met = busy is not None and busy >= goal.min_gpu_busy
+            met = met and busy_met
+            shown = f"{busy:.0%}" if busy is not None else "not counted"
+            text += f"; GPU busy {shown} of the loop (goal ≥ {goal.min_gpu_busy:.0%})"
+        lines.append(f"  {'[green]✓[/green]' if met else '[red]✗[/red]'} {text}")
+    return lines
