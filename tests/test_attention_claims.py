@@ -1,11 +1,10 @@
 """Part 3's claims (P3-01 … P3-17) on real H200 traces, and what reads them: the attention kernels' names, the
 kernels' footprint, the checks failing on the wrong trace.
 
-The traces are an H200 probe of the lessons' recipe (torch 2.11, CUDA 13, bf16, 8 × 16 heads × 1024 × 64, the
-post's schedule, no synchronize inside a step), every variant labelled `attn_fwd` when recorded. They are stored
-under the lessons' own file names, with the label each lesson uses (`sdpa_fwd` for 04_c's; relabelled, nothing
-else changed, `traceName` reduced to the file's name): the checks and the lessons' expectations read them as they
-will read the lessons' own traces. When the lessons' H200 run is recorded, PART3 points at it: a path change.
+The traces are the lessons' own, recorded on an H200 by the post's commands (`python3 04_a_naive_attention.py`, …,
+`04_c_sdpa_attention.py --backend math|flash|efficient|cudnn|auto`, `04_d_kernels_attention.py`; torch 2.11, CUDA 13,
+bf16, 8 × 16 heads × 1024 × 64). One is a probe of the same recipe (04_c auto under --compile, whose lesson run was
+not recorded), labelled `attn_fwd` when recorded and relabelled `sdpa_fwd`, nothing else changed.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from profiling_in_pytorch.traces.checks import attention as ac
 from profiling_in_pytorch.traces import read_trace
 from profiling_in_pytorch.traces.kernel_names import decode, math_unit
 
-PART3 = FIXTURES / "h200" / "part3_probe"
+PART3 = FIXTURES / "h200" / "traces"
 SIZES = "8_16_1024_64"
 NAIVE = PART3 / "04_a_naive_attention" / f"{SIZES}_eager.json.gz"
 INPLACE = PART3 / "04_b_inplace_ops_attention" / f"{SIZES}_eager.json.gz"
@@ -59,7 +58,8 @@ H200_RUNS = [
     (SDPA["flash"], lesson_c("flash"), {("P3-16", ac.HOPPER_CUDNN)}),
     (SDPA["cudnn"], lesson_c("cudnn"), {("P3-16", ac.HOPPER_CUDNN)}),
     (SDPA["auto"], lesson_c("auto", runs="cudnn"), {("P3-16", ac.HOPPER_CUDNN)}),
-    (PART3 / "04_c_sdpa_attention" / f"{SIZES}_auto_compile.json.gz", lesson_c("auto", runs="cudnn", compiled=True), set()),
+    # No lesson run of `04_c --compile` was recorded on the H200: the probe of the same recipe, relabelled sdpa_fwd.
+    (FIXTURES / "h200" / "part3_probe" / f"{SIZES}_auto_compile.json.gz", lesson_c("auto", runs="cudnn", compiled=True), set()),
 ]
 IDS = ["04_a", "04_a compile", "04_b", "04_c math", "04_c efficient", "04_c flash", "04_c cudnn", "04_c auto",
        "04_c auto compile"]

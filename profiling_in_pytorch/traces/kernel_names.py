@@ -167,7 +167,7 @@ ATEN_OPS = [
     (r"FillFunctor|fill_kernel", "fill"),
     (r"CatArrayBatchedCopy", "cat"),
     (r"direct_copy_kernel|copy_kernel|copy_device_to_device", "copy"),
-    (r"softmax_warp_forward|SoftMaxForward|softmax", "softmax"),
+    (r"(?<!Log)SoftMaxForward<(?!.*LogSoftMax)|softmax_warp_forward|(?<!log_)softmax", "softmax"),
     (r"layer_norm|LayerNorm", "layer_norm"),
     (r"RMSNorm|rms_norm", "rms_norm"),
     (r"sum_functor|ReduceAdd", "sum"),
@@ -182,7 +182,7 @@ ATEN_OPS = [
     (r"AbsFunctor|abs_kernel", "abs"),
     (r"where_kernel", "where"),
     (r"index_select|indexSelect", "index_select"),
-    (r"embedding", "embedding"),
+    (r"embedding(?!_backward)", "embedding"),
     (r"CompareEqFunctor|CompareFunctor", "compare"),
 ]
 
@@ -661,6 +661,10 @@ ADAM_FOREACH_ROLES = {
 FUSED_OPTIMIZERS = {"FusedAdamMathFunctor": "adam", "FusedSgdMathFunctor": "sgd", "FusedAdagradMathFunctor": "adagrad"}
 # Kernels and functors ATEN_OPS does not name, by what they compute.
 ATEN_TEMPLATE_OPS = [
+    # A scan's operator is a std:: functor in its template: std::plus is a cumulative sum (a Llama's position ids)
+    (r"scan_(?:innermost|outer)_dim.*std::multiplies", "cumprod"),
+    (r"scan_(?:innermost|outer)_dim", "cumsum"),
+    (r"gather_kernel", "gather"),
     (r"LogSoftMaxForward|log_softmax_forward", "log_softmax"),
     (r"LogSoftMaxBackward|log_softmax_backward", "log_softmax_backward"),
     (r"SoftMaxBackward|softmax_backward", "softmax_backward"),
