@@ -65,9 +65,13 @@ def expectations(args):
 @exits_cleanly
 def main(argv=None):
     parser = lesson.parser(__file__, __doc__, **POST_SIZES)
+    parser.add_argument(
+        "--record_shapes", action="store_true", help="record each op's input shapes (where fusion would pay); costs CPU time per op"
+    )
     args = parser.parse_args(argv)
     sizes = [args.batch, args.heads, args.seq, args.head_dim]
-    run = lesson.setup(__file__, args, label=LABEL, tag=sizes)
+    tag = sizes + (["shapes"] if args.record_shapes else [])
+    run = lesson.setup(__file__, args, label=LABEL, tag=tag)
 
     # The inputs, made once: q, k, v as [batch, heads, seq, head_dim]. The scores and their masked copy are the
     # forward's peak: two [batch, heads, seq, seq] tensors.
@@ -94,7 +98,7 @@ def main(argv=None):
     with profile(
         activities=run.activities,
         schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
-        record_shapes=False,
+        record_shapes=args.record_shapes,
         profile_memory=False,
         with_stack=False,
     ) as prof:
@@ -106,7 +110,7 @@ def main(argv=None):
     lesson.save(prof, run)  # traces/04_a_naive_attention/<tag>.json and the op table beside it, <tag>.txt
     lesson.check(expected, run)
     # Lesson 04_b's trace of the same sizes, when it exists: the diff shows the Memcpy gone.
-    lesson.next_steps(run, compare_with=[lesson.trace_of(run, "04_b_inplace_ops_attention", sizes, compiled=args.compile)])
+    lesson.next_steps(run, compare_with=[lesson.trace_of(run, "04_b_inplace_ops_attention", tag, compiled=args.compile)])
 
 
 if __name__ == "__main__":

@@ -61,9 +61,13 @@ def expectations(args, naive):
 @exits_cleanly
 def main(argv=None):
     parser = lesson.parser(__file__, __doc__, **POST_SIZES)
+    parser.add_argument(
+        "--record_shapes", action="store_true", help="record each op's input shapes (where fusion would pay); costs CPU time per op"
+    )
     args = parser.parse_args(argv)
     sizes = [args.batch, args.heads, args.seq, args.head_dim]
-    run = lesson.setup(__file__, args, label=LABEL, tag=sizes)
+    tag = sizes + (["shapes"] if args.record_shapes else [])
+    run = lesson.setup(__file__, args, label=LABEL, tag=tag)
 
     # The inputs, made once: q, k, v as [batch, heads, seq, head_dim]. The scores and their softmax are the
     # forward's peak: two [batch, heads, seq, seq] tensors.
@@ -83,7 +87,7 @@ def main(argv=None):
             return attention(q, k, v, mask)
 
     # Guess first, then look: what Part 3 says this trace shows. One claim compares with 04_a's trace.
-    naive = lesson.trace_of(run, "04_a_naive_attention", sizes, compiled=args.compile)
+    naive = lesson.trace_of(run, "04_a_naive_attention", tag, compiled=args.compile)
     expected = expectations(args, naive)
     lesson.announce(expected, run)
 
@@ -91,7 +95,7 @@ def main(argv=None):
     with profile(
         activities=run.activities,
         schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
-        record_shapes=False,
+        record_shapes=args.record_shapes,
         profile_memory=False,
         with_stack=False,
     ) as prof:
