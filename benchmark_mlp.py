@@ -29,7 +29,9 @@ each shape and variant, in this order (`measure()` in profiling_in_pytorch/bench
    and tests use). A variant that disagrees is WRONG, not timed.
 4. GPU time per forward with CUDA events, L2 flushed and the CPU's issue time hidden: median, p20-p80.
 5. Back to back: forwards in a loop, as a decode loop runs them, and what each costs the CPU to issue.
-6. Kernels and launches per forward, from a short torch.profiler run read with `profiling_in_pytorch.traces`.
+6. Once every variant of every shape is timed: kernels and launches per forward, from a short torch.profiler run
+   read with `profiling_in_pytorch.traces`. Last, because a profiler session leaves the process slower to issue
+   ops (an H100 measured 11.2 -> 15.6 µs of CPU per captured forward after one): no timing may follow one.
 
 Then a table per shape, a few sentences on who sets the pace (the CPU or the GPU, by trace-report's verdict rule),
 and the files: a JSON and a CSV of every number, and a PNG of the speedups, in `--out` (default bench_results/).
@@ -56,7 +58,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 
 from profiling_in_pytorch.bench import output, prose
 from profiling_in_pytorch.bench.goals import goal_lines
-from profiling_in_pytorch.bench.measure import Settings, measure
+from profiling_in_pytorch.bench.measure import Settings, count_per_forward, measure
 from profiling_in_pytorch.bench.output import console
 from profiling_in_pytorch.bench.pace import pace_story
 from profiling_in_pytorch.bench.rows import Row, add_hardware_shares, add_speedups
@@ -189,7 +191,8 @@ def run(argv: list[str] | None) -> list[Row]:
     progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=console)
     with progress:
-        task = progress.add_task("measuring the ceilings", total=1 + len(shapes) * len(names))
+        profiled = on_gpu and not train  # a second pass over every variant, to count its kernels (step 6)
+        task = progress.add_task("measuring the ceilings", total=1 + len(shapes) * len(names) * (2 if profiled else 1))
 
         def status(text: str) -> None:
             progress.update(task, description=text)
@@ -233,6 +236,19 @@ def run(argv: list[str] | None) -> list[Row]:
             add_hardware_shares(rows, shapes, settings.ceilings, dtype.itemsize, train)  # against every burst so far
             meta["ceilings"] = asdict(settings.ceilings)
             # Written after every shape, so that an interrupted run keeps what it measured.
+            output.write_results([asdict(r) for r in rows], meta, out / f"{stem}.json", out / f"{stem}.csv")
+        # 6. Kernels per forward, once everything is timed: a profiler session slows what the process issues after
+        #    it (measure.py's docstring has the figures), so every profile comes after the last timing.
+        if profiled:
+            for shape in shapes:
+                for row in [r for r in rows if r.shape == shape.name]:
+                    if row.loop_us:
+                        status(f"{shape.name} · {row.variant}: profiling")
+                        torch.manual_seed(0)  # the same weights as when it was timed
+                        mlp = SimpleGeGLUMLP(shape.dim, shape.hidden).to(device, dtype)
+                        count_per_forward(VARIANTS[row.variant], shape, mlp, settings, row)
+                        del mlp
+                    progress.advance(task)
             output.write_results([asdict(r) for r in rows], meta, out / f"{stem}.json", out / f"{stem}.csv")
         progress.update(task, description="done")
     c = settings.ceilings
