@@ -218,3 +218,22 @@ def test_the_share_command_parses_under_the_trace_util_it_pins(tmp_path, monkeyp
     assert (folder / "02_linear" / f"{EXPECTED_TAGS['02_linear.py']}.json").is_file()
     assert "local_dir" in subprocess.run([sys.executable, "-m", "trace_util.cli", "--help"], capture_output=True,
                                          text=True, env={**os.environ, "COLUMNS": "200"}).stdout.lower()
+
+
+def test_the_exported_trace_keeps_only_the_name_of_an_inductor_kernel_file(tmp_path):
+    # torch 2.11 records each Inductor kernel launch with its source's absolute path in the compile cache
+    # (/tmp/torchinductor_<user>/...), as kernel_file, when the profile records shapes: a shared trace keeps the
+    # file's name only.
+    from torch.profiler import ProfilerActivity, profile
+
+    from profiling_in_pytorch.lesson.profiling import export_trace
+
+    source = tmp_path / "torchinductor_me" / "5a" / "c5arvga7.py"
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        with torch._C._profiler._RecordFunctionFast("triton_poi_fused_gelu_mul_0", (), {"kernel_file": str(source)}):
+            torch.ones(4).add_(1)
+    out = tmp_path / "trace.json"
+    export_trace(prof, out, "trace.json")
+    launches = [e for e in load_trace(out)["traceEvents"] if e.get("name") == "triton_poi_fused_gelu_mul_0"]
+    assert [e["args"]["kernel_file"] for e in launches] == ["c5arvga7.py"]
+    assert str(tmp_path) not in out.read_text()

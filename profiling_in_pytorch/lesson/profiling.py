@@ -72,10 +72,15 @@ def profile_steps(
     return prof
 
 
+KERNEL_FILE = "kernel_file"  # an Inductor kernel's source, an absolute path in the compile cache
+
+
 def export_trace(prof: profile, path: Path, trace_name: str) -> None:
     """Write the Chrome trace whole or not at all, with `trace_name` in place of the path Kineto puts there.
 
-    Kineto stores the absolute export path in `traceName`; a trace that is shared should not carry it.
+    Kineto stores the absolute export path in `traceName`, and torch 2.11 gives each Inductor kernel's launch its
+    source file's absolute path (`kernel_file`, under the compile cache: /tmp/torchinductor_<user>/...); a trace
+    that is shared should carry neither, so the file keeps only its name.
     """
     raw = temporary_sibling(path)
     try:
@@ -83,6 +88,10 @@ def export_trace(prof: profile, path: Path, trace_name: str) -> None:
         with open(raw, encoding="utf-8") as f:
             trace = json.load(f)
         trace["traceName"] = trace_name
+        for event in trace.get("traceEvents", ()):
+            args = event.get("args") if isinstance(event, dict) else None
+            if isinstance(args, dict) and isinstance(args.get(KERNEL_FILE), str):
+                args[KERNEL_FILE] = Path(args[KERNEL_FILE]).name
         write_atomically(path, json.dumps(trace))
     finally:
         raw.unlink(missing_ok=True)
