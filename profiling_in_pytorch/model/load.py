@@ -26,6 +26,11 @@ EXIT_CANNOT_RUN = 1
 RANDOM_WEIGHTS_NOTE = (
     "random weights (from the config): a dense model runs the same kernels with trained ones, which --pretrained loads"
 )
+# transformers' Llama computes its rotary frequencies in fp32 (inv_freq @ positions), and Inductor, compiling that
+# matmul on a GPU, warns that TF32 is "available but not enabled" (seen on an H100 with torch 2.11, alone on
+# profile_model.py --compile's stderr). TF32 would change the model's numerics: the model runs as it was written.
+warnings.filterwarnings("ignore", message="TensorFloat32 tensor cores for float32 matrix multiplication available")
+
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")  # owner/name: bare names are presets or folders
 
 
