@@ -51,7 +51,7 @@ def require_runnable(batch: int, seq: int, dim: int, hidden: int, device: torch.
 # torch.compile cannot trace the Triton launcher (host-side TMA descriptors, the per-shape tuning cache), so a
 # compiled graph sees the kernel as one opaque op with a known output shape. Eager calls launch it directly,
 # without the dispatcher's overhead.
-@torch.library.custom_op("profiling_mlp::geglu_gemm", mutates_args=())
+@torch.library.custom_op("profiling_in_pytorch::geglu_gemm", mutates_args=())
 def geglu_gemm_op(x: torch.Tensor, w_gate_up: torch.Tensor) -> torch.Tensor:
     return geglu_gemm(x, w_gate_up)
 
