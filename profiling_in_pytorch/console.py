@@ -6,6 +6,8 @@ stops printing and lets `profiling_in_pytorch.errors.exits_cleanly` end the comm
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from rich.console import Console as RichConsole
 
 
@@ -13,3 +15,9 @@ class Console(RichConsole):
     def on_broken_pipe(self) -> None:
         self.quiet = True
         raise BrokenPipeError
+
+
+def name_width(names: Iterable[str], room: int) -> int:
+    """A table column of kernel names as wide as the longest name when the terminal has `room` for it: a folded
+    kernel name is hard to read (`nvjet_sm90_tst_256x128_64x4_1x2_h_bz_c` / `oopA_TNT`)."""
+    return max(12, min(room, max((len(n) for n in names), default=12)))

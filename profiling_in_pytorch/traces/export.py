@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from profiling_in_pytorch.traces import fusion
 from profiling_in_pytorch.traces.kernel_names import decode
 from profiling_in_pytorch.traces.model import WHOLE_TRACE, RuntimeCall, Trace, rounded
 from profiling_in_pytorch.traces.pace import verdict
 
 
-def trace_to_dict(trace: Trace) -> dict:
-    """The report as plain data: what `trace-report --json` prints."""
+def trace_to_dict(trace: Trace, *, bandwidth_gbs: float | None = None, second: Trace | None = None) -> dict:
+    """The report as plain data: what `trace-report --json` prints. Under "fusion", where fusion would pay
+    (`fusion.analyze`, at `bandwidth_gbs` if given; with `second`, what that trace did with each candidate)."""
     steps = []
     for step in trace.steps:
         total = step.gpu_time_us
@@ -86,6 +88,7 @@ def trace_to_dict(trace: Trace) -> dict:
         },
         "kernels": kernels,
         "verdict": verdict(trace).to_dict(),
+        "fusion": fusion.analyze(trace, bandwidth_gbs, second).to_dict(),
         "notes": trace.notes + ([trace.skipped_note] if trace.skipped_note else []),
         "skipped_events": dict(trace.skipped_events),  # why -> how many events the reader could not use
     }

@@ -16,7 +16,8 @@ memset or memcpy (linked to the call that launched it, and so to the op), groupe
 waits for the GPU to catch up, which `prof.key_averages().table()` counts in its "Self CPU time total".
 
 The classes hold data and simple views of it (a step's kernels, its GEMMs, its ops by name); the analyses that
-weigh it live beside them: `pace` (the verdict), `compare` (two traces), `export` (JSON), `checks` (the claims).
+weigh it live beside them: `pace` (the verdict), `compare` (two traces), `export` (JSON), `checks` (the claims),
+`fusion` (where fusion would pay).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class CpuOp:
     launched: int = 0  # GPU work launched from inside this box, its children's included
     path: tuple[str, ...] = ()  # the boxes around it, outermost label or op first, ProfilerStep# left out
     input_dims: tuple = ()  # each input's shape, when the profile ran with record_shapes=True
+    input_types: tuple = ()  # each input's type, beside its shape: "c10::BFloat16", "float", "Scalar", "" (None), ...
 
 
 @dataclass(slots=True)
@@ -61,6 +63,7 @@ class RuntimeCall:
     correlation: Any
     launched_by: str | None = None
     launch_path: tuple[str, ...] = ()
+    launcher: CpuOp | None = None  # the op `launched_by` names, for its input shapes and types
 
     @property
     def end(self) -> float:

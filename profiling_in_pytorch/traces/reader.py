@@ -9,7 +9,8 @@ why (`Trace.skipped_events`), then build the model (`model`):
 - GPU work links to the runtime call that launched it (`_link`): a kernel and its launch share
   `args.correlation`, as does the ac2g arrow between them. The op that launched the kernel is the innermost
   `cpu_op` around that runtime call on its thread: for `nn.Linear`'s GEMM that is `aten::mm` (inside
-  `aten::matmul`, inside `aten::linear`, inside `mlp_fwd`);
+  `aten::matmul`, inside `aten::linear`, inside `mlp_fwd`), kept as the call's `launcher`, with its input shapes
+  and types when the profile recorded them (`record_shapes=True`);
 - everything is grouped by `ProfilerStep#N`, the active steps of the profiler's schedule: a CPU box or runtime
   call belongs to the step its CPU timestamp falls in, and GPU work to the step of the call that launched it,
   even when the GPU runs it later. GPU work whose launch call the trace names but does not hold was launched
@@ -159,7 +160,12 @@ class _Collector:
             if kind == "op":
                 dims = args.get("Input Dims")
                 dims = tuple(tuple(d) if isinstance(d, list) else () for d in dims) if isinstance(dims, list) else ()
-                self.ops.append(CpuOp(name, ts, dur, pid, tid, input_dims=dims))
+                types = args.get("Input type")  # beside each shape: "c10::BFloat16", "float", "Scalar", ...
+                if dims and isinstance(types, list):
+                    types = tuple(self.names.setdefault(t, t) if type(t) is str else "" for t in types)
+                else:
+                    types = ()
+                self.ops.append(CpuOp(name, ts, dur, pid, tid, input_dims=dims, input_types=types))
             elif kind == "label":
                 if name.startswith(STEP_PREFIX):
                     self.steps.append((name, ts, dur, pid, tid))
@@ -299,6 +305,7 @@ def _nest(ops: list[CpuOp], runtime: list[RuntimeCall], launches: Counter) -> No
             if is_call:
                 launcher = next((op for op in reversed(stack) if not op.is_label), None)
                 item.launched_by = launcher.name if launcher else (stack[-1].name if stack else None)
+                item.launcher = launcher
                 item.launch_path = tuple(op.name for op in stack)
                 n = launches.get(id(item), 0)
                 if n:

@@ -7,12 +7,14 @@
     uv run trace-report TRACE.json --open                  # Perfetto opens it from this machine: no upload
     uv run trace-report RUN_rank0.json RUN_rank1.json      # one run's ranks: collectives, exposed time, skew
     uv run trace-report GRAPHED.json --graph_kernels       # CUDA graphs: each replay's kernels under its row
+    uv run trace-report SHAPES.json --bandwidth 3350       # where fusion would pay, at this memory bandwidth
 
 For each active step (`ProfilerStep#N`): the GPU work in time order, each with the op that launched it,
 its duration and share of the step's GPU time; the runtime calls; the CPU ops that launched nothing.
 Then what happened outside the steps (the profiler's closing synchronize), one row per kernel across steps
 (the post's "avg CUDA" table), what each kernel's name says, and a verdict: overhead-bound or compute-bound,
-with the numbers behind it, starting from the two totals under `prof.key_averages().table()`.
+with the numbers behind it, starting from the two totals under `prof.key_averages().table()`. Last, where fusion
+would pay (traces/fusion.py), in a trace recorded with shapes; with two traces, what the second fused.
 """
 
 from __future__ import annotations
@@ -29,13 +31,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from profiling_in_pytorch.cli import ArgumentParser, count_or_zero
-from profiling_in_pytorch.console import Console
+from profiling_in_pytorch.console import Console, name_width
 from profiling_in_pytorch.errors import UsageError, exits_cleanly, note
 from profiling_in_pytorch.files import writable_file
 from profiling_in_pytorch.traces.compare import TraceDiff, diff
 from profiling_in_pytorch.traces.export import runtime_rows, trace_to_dict
+from profiling_in_pytorch.traces.fusion_report import print_fusion
 from profiling_in_pytorch.traces import communication as comm
-from profiling_in_pytorch.traces import graphs  # CUDA graph replays (traces/graphs.py)
+from profiling_in_pytorch.traces import fusion, graphs  # fusion candidates (fusion.py), CUDA graph replays (graphs.py)
 from profiling_in_pytorch.traces.kernel_names import decode
 from profiling_in_pytorch.traces.model import Step, Trace, per_step_count
 from profiling_in_pytorch.traces.pace import Verdict, verdict
@@ -72,6 +75,11 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--graph_kernels", action="store_true",
                         help="with CUDA graph replays: list each replay's kernels under its row")
     # --- end CUDA graphs ---
+    # --- where fusion would pay (traces/fusion.py) ---
+    parser.add_argument("--bandwidth", type=fusion.bandwidth_flag, default=None, metavar="GB/s",
+                        help="the GPU's memory bandwidth for 'Where fusion would pay' (default: the nominal peak of "
+                        "the GPU the trace names, when known)")
+    # --- end fusion ---
     parser.add_argument(
         "--steps",
         type=_steps_flag,
@@ -132,8 +140,9 @@ def _main(argv: Sequence[str] | None) -> int:
             note(f"{trace.path}: {trace.skipped_note}")
     rows = None if args.rows == 0 else args.rows
     if args.json:
-        payload = _with_summary(first) if second is None else {
-            "traces": [_with_summary(first), _with_summary(second)],
+        options = {"bandwidth_gbs": args.bandwidth}  # the fusion section's (export.trace_to_dict)
+        payload = _with_summary(first, **options) if second is None else {
+            "traces": [_with_summary(first, **options, second=second), _with_summary(second, **options)],
             "diff": diff(first, second).to_dict(),
         }
         # JSON has no NaN or Infinity: a value a trace could not give (a zero-length window) is null.
@@ -146,12 +155,13 @@ def _main(argv: Sequence[str] | None) -> int:
                      graph_kernels=args.graph_kernels)
     else:
         print_diff(diff(first, second), console, full_names=args.full_names, rows=rows)
+    print_fusion(fusion.analyze(first, args.bandwidth, second), console, rows=rows)  # the last section
     return 0
 
 
-def _with_summary(trace: Trace) -> dict:
+def _with_summary(trace: Trace, **fusion_options) -> dict:
     """`trace_to_dict(trace)`, its collectives, and, under "summary", what the report prints first."""
-    data = _with_communication(trace)
+    data = _with_communication(trace, **fusion_options)
     return {**data, "summary": summarize(trace, data["verdict"]["summary"]).to_dict()}
 
 
@@ -180,9 +190,9 @@ def _ranks_main(paths: list[str], args) -> int:
     return 0
 
 
-def _with_communication(trace: Trace, found: comm.Communication | None = None) -> dict:
+def _with_communication(trace: Trace, found: comm.Communication | None = None, **fusion_options) -> dict:
     """`trace_to_dict(trace)`, the collectives it found (communication.py) and its CUDA graph replays (graphs.py)."""
-    payload = trace_to_dict(trace)
+    payload = trace_to_dict(trace, **fusion_options)
     found = found if found is not None else comm.communication(trace)
     if found is not None:
         payload["communication"] = found.to_dict()
@@ -348,7 +358,7 @@ def print_kernel_stats(trace: Trace, console: Console, *, full_names: bool, rows
     console.print(f"[bold]GPU work across {n} step{'s' if n != 1 else ''}[/bold] (the post's avg CUDA table)")
     shown = [s.name if full_names else s.short_name for s in stats]
     table = Table()
-    table.add_column("GPU work", overflow="fold", min_width=_name_width(shown, console.width - 66))
+    table.add_column("GPU work", overflow="fold", min_width=name_width(shown, console.width - 66))
     table.add_column("launched by", overflow="fold", max_width=20)
     table.add_column("calls", justify="right")
     table.add_column("/step", justify="right")
@@ -511,11 +521,6 @@ def _head(items, rows: int | None):
 def _more(console: Console, items, rows: int | None, what: str) -> None:
     if rows is not None and len(items) > rows:
         console.print(f"[dim]… {len(items) - rows} more {what} (--rows 0 for all)[/dim]")
-
-
-def _name_width(names: Sequence[str], room: int) -> int:
-    """As wide as the longest name when the terminal has room: a folded kernel name is hard to read."""
-    return max(12, min(room, max((len(n) for n in names), default=12)))
 
 
 def _steps_flag(text: str) -> int | None:

@@ -42,7 +42,7 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from profiling_in_pytorch.console import Console
+from profiling_in_pytorch.console import Console, name_width
 from profiling_in_pytorch.traces.kernel_names import decode
 from profiling_in_pytorch.traces.model import Trace
 from profiling_in_pytorch.traces.pace import MIN_GAP_US, Verdict, verdict as judge
@@ -426,6 +426,12 @@ def _kind_of_op(name: str, in_optimizer: bool) -> str:
     return _kind_of_op_names((op_name.rstrip("_") if not op_name.startswith("_") else op_name,)) or OTHER
 
 
+def kind_of_op(name: str) -> str:
+    """A CPU op's kind by its name alone (`aten::mm` a GEMM, `aten::gelu` elementwise), outside any optimizer: what
+    `fusion` asks of the op that launched a kernel."""
+    return _kind_of_op(name, False)
+
+
 def _kind_of_op_names(ops) -> str | None:
     for op in ops:
         if _GEMM_OPS.match(op):
@@ -541,15 +547,19 @@ def _print_top(summary: Summary, console: Console) -> None:
     n = summary.steps
     title = "top kernels by total time" if summary.on_gpu else "top CPU ops by self time"
     table = Table(title=title, title_justify="left")
-    table.add_column("kernel" if summary.on_gpu else "op", overflow="fold")
-    table.add_column("kind")
+    # The name first: the other columns fold to leave it whole where 70 characters remain for them (kind's longest
+    # word, the counts, launched by and module at most 16 each, the borders).
+    width = name_width([row.short for row in summary.top], console.width - 70)
+    whole = all(len(row.short) <= width for row in summary.top)  # else they fold, as on a narrow terminal
+    table.add_column("kernel" if summary.on_gpu else "op", overflow="fold", no_wrap=whole, min_width=width)
+    table.add_column("kind", overflow="fold")
     table.add_column("/step", justify="right")
     table.add_column("µs/step", justify="right")
     table.add_column("share", justify="right")
     if summary.on_gpu:
-        table.add_column("launched by", overflow="fold")
+        table.add_column("launched by", overflow="fold", max_width=16)
     if summary.has_modules:
-        table.add_column("module", overflow="fold")
+        table.add_column("module", overflow="fold", max_width=16)
     for row in summary.top:
         cells = [escape(row.short), row.kind, _count(row.count / n), f"{row.total_us / n:,.1f}", _pct(row.total_us, summary.total_us)]
         if summary.on_gpu:

@@ -1,0 +1,79 @@
+"""`trace-report`'s section "Where fusion would pay": `fusion.analyze`'s candidates as a table, ranked by saving."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+from rich.table import Table
+
+from profiling_in_pytorch.console import Console
+from profiling_in_pytorch.traces.fusion import CHAIN, Candidate, Fusion, mb
+from profiling_in_pytorch.traces.kernel_names import decode
+from profiling_in_pytorch.traces.model import per_step_count
+
+TITLE = "Where fusion would pay"
+STATUS_STYLE = {"fused": "[green]fused[/green]", "remains": "[yellow]remains[/yellow]"}
+
+
+def print_fusion(fusion: Fusion, console: Console, *, rows: int | None = None) -> None:
+    """The section: one line without shapes (how to record them), else the table and what the second trace did."""
+    if not fusion.has_gpu:
+        return
+    if not fusion.has_shapes:
+        title, _, rest = (fusion.note or "").partition(" needs ")
+        console.print(f"[bold]{escape(title)}[/bold] needs {escape(rest)}")
+        console.print()
+        return
+    rate = ""
+    if fusion.bandwidth_gbs is not None:
+        rate = f" · floor at {fusion.bandwidth_gbs:,.0f} GB/s, {escape(fusion.bandwidth_from)}"
+    console.print(f"[bold]{TITLE}[/bold]{rate}")
+    if fusion.note:
+        console.print(f"[yellow]note:[/yellow] {escape(fusion.note)}")
+    if not fusion.candidates:
+        console.print("  no memory-bound kernels run back to back on a stream, or beside a GEMM that reads their data")
+        console.print()
+        return
+    shown = fusion.candidates if rows is None else fusion.candidates[:rows]
+    table = Table()
+    table.add_column("#", justify="right", style="dim")
+    # The ops, then what they run on and how often: a norm's chain is a dozen ops, so they get the room.
+    table.add_column("ops · largest input · per step", overflow="fold", min_width=30)
+    for name in ("MB → fused", "µs/step", "fused (floor)", "saving"):
+        table.add_column(name, justify="right", overflow="fold")
+    if fusion.second is not None:
+        table.add_column("in B", overflow="fold")
+    for i, c in enumerate(shown, 1):
+        kind = "" if c.kind == CHAIN else f" ({c.kind.removeprefix('GEMM ')})"
+        ops = f"{escape(c.label)}{kind}\n[dim]{escape(c.shape)} · {per_step_count(c.per_step)}/step[/dim]"
+        cells = [
+            str(i), ops, f"{mb(c.bytes_now)} → {mb(c.bytes_fused)}", f"{c.measured_us_per_step:,.1f}",
+            f"{_us(c.predicted_us_per_step)} ({_us(c.floor_us_per_step)})", _us(c.saving_us_per_step),
+        ]
+        if c.outcome is not None:
+            cells.append(STATUS_STYLE.get(c.outcome.status, c.outcome.status))
+        table.add_row(*cells)
+    console.print(table)
+    if len(shown) < len(fusion.candidates):
+        console.print(f"[dim]… {len(fusion.candidates) - len(shown)} more candidates (--rows 0 for all)[/dim]")
+    console.print("  fused: the µs/step one fused kernel would take, its bytes at the rate these kernels reached here "
+                  "(an epilogue or a prologue: what the GEMM would add); (floor): at the nominal bandwidth")
+    for i, c in enumerate(shown, 1):
+        if c.outcome is not None and c.outcome.kernels:
+            console.print(f"  #{i} {escape(_outcome_text(c))}")
+    console.print()
+
+
+def _outcome_text(c: Candidate) -> str:
+    """What the second trace did with a candidate it fused: which kernels, how long, against the prediction."""
+    outcome = c.outcome
+    kernels = ", ".join(decode(name).short for name in outcome.kernels)
+    took = f"{outcome.median_us:,.1f} µs a run (median)"
+    if outcome.status != "fused":
+        return f"fused otherwise: B runs its ops in {kernels}, {took}"
+    if c.predicted_us:
+        took += f", {outcome.median_us / c.predicted_us:.2f}× the {c.predicted_us:,.1f} µs predicted"
+    return f"fused in B: {kernels} takes {took}"
+
+
+def _us(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
