@@ -112,6 +112,8 @@ def main(argv=None):
 
     lesson.save(prof, run)  # traces/03_simple_mlp/<tag>.json, the op table <tag>.txt and a picture of a step <tag>.png
     lesson.check(expected, run)
+    if args.record_shapes:  # with shapes, trace-report can weigh each op's bytes
+        lesson.fusion_candidates(run)  # the first rows of its "Where fusion would pay"
     lesson.next_steps(run)
 
 

@@ -109,6 +109,8 @@ def main(argv=None):
 
     lesson.save(prof, run)  # traces/04_a_naive_attention/<tag>.json and the op table beside it, <tag>.txt
     lesson.check(expected, run)
+    if args.record_shapes:  # with shapes, trace-report can weigh each op's bytes
+        lesson.fusion_candidates(run)  # the first rows of its "Where fusion would pay"
     # Lesson 04_b's trace of the same sizes, when it exists: the diff shows the Memcpy gone.
     lesson.next_steps(run, compare_with=[lesson.trace_of(run, "04_b_inplace_ops_attention", tag, compiled=args.compile)])
 

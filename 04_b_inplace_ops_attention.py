@@ -106,6 +106,8 @@ def main(argv=None):
 
     lesson.save(prof, run)  # traces/04_b_inplace_ops_attention/<tag>.json and the op table beside it, <tag>.txt
     lesson.check(expected, run)
+    if args.record_shapes:  # with shapes, trace-report can weigh each op's bytes
+        lesson.fusion_candidates(run)  # the first rows of its "Where fusion would pay"
     # 04_a's trace (the Memcpy this one lacks) and 04_c's math backend (the one-liner's 20 kernels), when they exist.
     math = lesson.trace_of(run, "04_c_sdpa_attention", sizes + ["math"], compiled=args.compile)
     lesson.next_steps(run, compare_with=[naive, math])

@@ -170,6 +170,8 @@ def profile_model(args):
 
     lesson.save(prof, run)  # traces/profile_model/<tag>.json and the op table beside it, <tag>.txt
     lesson.check(expected, run)
+    if args.record_shapes:  # with shapes, trace-report can weigh each op's bytes
+        lesson.fusion_candidates(run)  # the first rows of its "Where fusion would pay"
     print_summary(summarize(run.trace_path), lesson.console)
     lesson.next_steps(run)
 

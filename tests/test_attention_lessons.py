@@ -131,6 +131,18 @@ def test_the_next_lines_diff_with_the_traces_they_compare_with(cpu_runs):
         assert all((folder / path).is_file() for pair in pairs for path in pair)
 
 
+def test_with_shapes_the_naive_lessons_write_their_own_traces_and_say_where_fusion_would_pay(tmp_path):
+    for script in ("04_a_naive_attention.py", "04_b_inplace_ops_attention.py"):
+        result = run_script(script, *SMALL.split(), "--record_shapes", "--trace_dir", str(tmp_path))
+        assert result.returncode == 0 and result.stderr == "", result.stderr
+        trace = tmp_path / script.removesuffix(".py") / "1_2_64_16_shapes_eager_fp32_cpu.json"
+        assert any(e.get("args", {}).get("Input Dims") for e in load_trace(trace)["traceEvents"])
+        said = result.stdout.split("Where fusion would pay", 1)[1]
+        assert "a CPU trace has no kernels" in said.splitlines()[1]
+    # 04_b compares with 04_a recorded the same way, not with a run without shapes
+    assert re.search(r"diff it: .*04_a_naive_attention/1_2_64_16_shapes_eager_fp32_cpu\.json \S+_shapes_", result.stdout)
+
+
 @pytest.mark.slow
 def test_compiled_naive_attention_fuses_scale_mask_and_softmax(tmp_path):
     result = run_script("04_a_naive_attention.py", *shlex.split(SMALL), "--compile", "--device", "cpu", "--trace_dir", str(tmp_path))

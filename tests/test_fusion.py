@@ -342,3 +342,10 @@ def test_on_a_llama_the_norm_chain_comes_first_and_compile_fuses_the_chains(caps
     assert all(c["in_second"]["status"] in ("fused", "fused otherwise") for c in chains)
     # cuBLAS still runs every GEMM: no epilogue or prologue is fused into one
     assert all(c["in_second"]["status"] != "fused" for c in data["candidates"] if c["kind"] != fusion.CHAIN)
+
+
+def test_on_the_naive_attention_the_chain_between_the_two_gemms_comes_first():
+    trace = read_trace(FIXTURES / "h100" / "traces" / "04_a_naive_attention" / "8_16_1024_64_shapes_eager.json.gz")
+    first = fusion.first_rows(trace, n=1)[0]
+    # scale, the out-of-place mask's copy, the fill and the softmax, on the [8, 16, 1024, 1024] scores
+    assert first.startswith("mul → copy_ → masked_fill_ → _softmax (chain, 1/step, 8×16×1024×1024 bf16)"), first

@@ -42,7 +42,7 @@ from profiling_in_pytorch.lesson.device import describe_device, dtype_name, pick
 from profiling_in_pytorch.lesson.profiling import ACTIVE, STEPS, WAIT, WARMUP, export_trace, synchronize  # noqa: F401 (lessons call lesson.synchronize)
 from profiling_in_pytorch.mlp.accuracy import check_backward, fp32_reference
 from profiling_in_pytorch.mlp.accuracy import check_output as check_output_against
-from profiling_in_pytorch.traces import read_trace
+from profiling_in_pytorch.traces import fusion, read_trace
 from profiling_in_pytorch.traces.checks import Expectation, check_trace
 from profiling_in_pytorch.traces.checks import announce as print_expectations
 from profiling_in_pytorch.traces.picture import picture_path, write_picture
@@ -217,6 +217,21 @@ def save(prof: profile, run: Run) -> None:
 def check(expectations: Sequence[Expectation], run: Run) -> int:
     """Each guess against the written trace; a ✗ is a lesson, not an error. Returns the number of ✗."""
     return check_trace(expectations, run.trace_path, run.device.type, console=console)
+
+
+def fusion_candidates(run: Run, rows: int = 3) -> None:
+    """The first rows of trace-report's "Where fusion would pay" for this run's trace (recorded with shapes):
+    memory-bound kernels back to back, what one fused kernel would move and take (profiling_in_pytorch.traces.fusion).
+    """
+    trace = read_trace(run.trace_path)
+    console.print("\n[bold]Where fusion would pay[/bold] (trace-report prints the whole table)")
+    if not trace.has_gpu:
+        console.print("  a CPU trace has no kernels whose round trips through memory one kernel could save: run it on "
+                      "a GPU", soft_wrap=True)
+        return
+    lines = fusion.first_rows(trace, n=rows)
+    for line in lines or ["no memory-bound kernels back to back, nor beside a GEMM that reads their output"]:
+        console.print(f"  {line}", soft_wrap=True, markup=False)
 
 
 def check_output(name: str, module, reference, x) -> bool:
