@@ -57,11 +57,15 @@ def test_ctrl_c_while_torch_loads_is_one_line_and_130(tmp_path):
     # after `profiling_in_pytorch.errors` (its first import) and before anything else.
     slow = tmp_path / "slow_torch" / "torch"
     slow.mkdir(parents=True)
-    (slow / "__init__.py").write_text("import time\ntime.sleep(60)\n")
+    loading = tmp_path / "torch_is_loading"  # written when the import reaches torch: not before, on a busy machine
+    (slow / "__init__.py").write_text(f"import pathlib, time\npathlib.Path({str(loading)!r}).touch()\ntime.sleep(60)\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(slow.parent), str(ROOT)]), "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen([sys.executable, str(ROOT / "02_linear.py"), "--trace_dir", str(tmp_path / "traces")],
                             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(2)
+    deadline = time.monotonic() + 50
+    while not loading.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert loading.exists(), "the lesson never reached `import torch`"
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert (proc.returncode, out, err) == (130, "", "interrupted\n")
