@@ -241,14 +241,14 @@ def run(argv: list[str] | None) -> list[Row]:
         #    it (measure.py's docstring has the figures), so every profile comes after the last timing.
         if profiled:
             for shape in shapes:
+                torch.manual_seed(0)  # the same weights as when it was timed
+                mlp = SimpleGeGLUMLP(shape.dim, shape.hidden).to(device, dtype)
                 for row in [r for r in rows if r.shape == shape.name]:
                     if row.loop_us:
                         status(f"{shape.name} · {row.variant}: profiling")
-                        torch.manual_seed(0)  # the same weights as when it was timed
-                        mlp = SimpleGeGLUMLP(shape.dim, shape.hidden).to(device, dtype)
                         count_per_forward(VARIANTS[row.variant], shape, mlp, settings, row)
-                        del mlp
                     progress.advance(task)
+                del mlp
             output.write_results([asdict(r) for r in rows], meta, out / f"{stem}.json", out / f"{stem}.csv")
         progress.update(task, description="done")
     c = settings.ceilings
