@@ -294,9 +294,9 @@ def test_with_the_compiled_trace_the_report_says_gelu_and_mul_were_fused(capsys)
     lines = capsys.readouterr().out.splitlines()
     start = lines.index(next(line for line in lines if line.startswith("Where fusion would pay")))
     rows = [line for line in lines[start:] if line.startswith("│")]
-    assert "gelu → mul" in rows[0] and rows[0].rstrip("│ ").endswith("fused")
+    assert "gelu → mul" in rows[0]
     said = next(line for line in lines[start:] if line.strip().startswith("#1 "))
-    assert "fused in B: triton_poi_fused__unsafe_view_gelu_mul_0" in said
+    assert said.strip().startswith("#1 fused: triton_poi_fused__unsafe_view_gelu_mul_0 takes 56.0 µs")
     data = report_json(capsys, SHAPES_EAGER, COMPILED)["traces"][0]["fusion"]
     top = data["candidates"][0]
     assert top["in_second"]["status"] == "fused"

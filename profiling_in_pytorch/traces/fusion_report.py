@@ -37,11 +37,9 @@ def print_fusion(fusion: Fusion, console: Console, *, rows: int | None = None) -
     table = Table()
     table.add_column("#", justify="right", style="dim")
     # The ops, then what they run on and how often: a norm's chain is a dozen ops, so they get the room.
-    table.add_column("ops · largest input · per step", overflow="fold", min_width=30)
+    table.add_column("ops · largest input · per step", overflow="fold", min_width=min(30, max(16, console.width - 72)))
     for name in ("MB → fused", "µs/step", "fused (floor)", "saving"):
         table.add_column(name, justify="right", overflow="fold")
-    if fusion.second is not None:
-        table.add_column("in B", overflow="fold")
     for i, c in enumerate(shown, 1):
         kind = "" if c.kind == CHAIN else f" ({c.kind.removeprefix('GEMM ')})"
         ops = f"{escape(c.label)}{kind}\n[dim]{escape(c.shape)} · {per_step_count(c.per_step)}/step[/dim]"
@@ -49,30 +47,35 @@ def print_fusion(fusion: Fusion, console: Console, *, rows: int | None = None) -
             str(i), ops, f"{mb(c.bytes_now)} → {mb(c.bytes_fused)}", f"{c.measured_us_per_step:,.1f}",
             f"{_us(c.predicted_us_per_step)} ({_us(c.floor_us_per_step)})", _us(c.saving_us_per_step),
         ]
-        if c.outcome is not None:
-            cells.append(STATUS_STYLE.get(c.outcome.status, c.outcome.status))
         table.add_row(*cells)
     console.print(table)
     if len(shown) < len(fusion.candidates):
         console.print(f"[dim]… {len(fusion.candidates) - len(shown)} more candidates (--rows 0 for all)[/dim]")
     console.print("  fused: the µs/step one fused kernel would take, its bytes at the rate these kernels reached here "
                   "(an epilogue or a prologue: what the GEMM would add); (floor): at the nominal bandwidth")
-    for i, c in enumerate(shown, 1):
-        if c.outcome is not None and c.outcome.kernels:
-            console.print(f"  #{i} {escape(_outcome_text(c))}")
+    if fusion.second is not None:  # below the table, not a column of it: the table fits 80 columns
+        console.print(f"  in B ({escape(fusion.second)}):")
+        for i, c in enumerate(shown, 1):
+            if c.outcome is not None:
+                console.print(f"  #{i} {STATUS_STYLE.get(c.outcome.status, c.outcome.status)}{escape(_outcome_text(c))}")
     console.print()
 
 
 def _outcome_text(c: Candidate) -> str:
-    """What the second trace did with a candidate it fused: which kernels, how long, against the prediction."""
+    """What the second trace did with a candidate, after its status: which kernels, how long, against the
+    prediction."""
     outcome = c.outcome
+    if outcome.status == "remains":
+        return ": B still runs its kernels"
+    if outcome.status == "gone":
+        return ": its kernels are gone, and no kernel's name in B says where its ops went"
     kernels = ", ".join(decode(name).short for name in outcome.kernels)
     took = f"{outcome.median_us:,.1f} µs a run (median)"
     if outcome.status != "fused":
-        return f"fused otherwise: B runs its ops in {kernels}, {took}"
+        return f": B runs its ops in {kernels}, {took}"
     if c.predicted_us:
         took += f", {outcome.median_us / c.predicted_us:.2f}× the {c.predicted_us:,.1f} µs predicted"
-    return f"fused in B: {kernels} takes {took}"
+    return f": {kernels} takes {took}"
 
 
 def _us(value: float | None) -> str:
