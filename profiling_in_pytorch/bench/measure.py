@@ -5,8 +5,8 @@ the first call, warm-up and peak memory, the check against fp32, GPU time with L
 forward (`count_per_forward`): after a profiler session the process issues ops more slowly, so no timing may follow
 one. Measured on an H100 (torch 2.11): one profile of 20 forwards took the fused module's CPU time per forward in a
 loop from 39.3 to 51.4 µs and a captured graph's (a copy, then a replay) from 11.2 to 15.6 µs; a bare replay, no
-ATen op, stayed at 5.6 µs. A variant that cannot run here is
-`skipped`, one that disagrees with fp32 is `WRONG` and not timed, one that raises is `failed`: each is a row.
+ATen op, stayed at 5.6 µs. A variant that cannot run here is `skipped`, one that disagrees with fp32 is `WRONG` and
+not timed, one that raises is `failed`: each is a row.
 """
 
 from __future__ import annotations

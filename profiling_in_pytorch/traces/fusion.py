@@ -460,6 +460,3 @@ def mb(nbytes: float) -> str:
     """Bytes as MB (1e6), as the table shows them."""
     return f"{nbytes / 1e6:,.1f}"
 
-
-def _count(value: float) -> str:
-    return f"{value:g}" if value == int(value) else f"{value:.2f}"
