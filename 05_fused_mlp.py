@@ -50,7 +50,7 @@ def expectations(device_type):
         ex.profiler_steps(),
         ex.kernels_per_step(2),
         fused,
-        ex.gemms_per_step(1),  # cuBLAS's down projection; the Triton kernel is counted above
+        ex.gemms_per_step(2),  # the fused gate/up GEMM (Triton) and cuBLAS's down projection
         ex.no_separate_kernel_for("gelu", "mul"),
     ]
 

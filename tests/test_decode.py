@@ -59,7 +59,7 @@ def test_replays_are_grouped_by_their_graph_launch(replayed):
         assert replay.span_us == pytest.approx(4.3 + 4.1 + 1.5 + 2 * 0.8)
         assert replay.busy_us == pytest.approx(4.3 + 4.1 + 1.5)
         assert replay.after_launch_us == pytest.approx(4.0)
-        assert replay.named_from == "kernel names" and replay.ops == ["geglu", "GEMM", "split-K reduce"]
+        assert replay.named_from == "kernel names" and replay.ops == ["GEMM+gelu+mul", "GEMM", "split-K reduce"]
 
 
 def test_a_recorded_capture_names_the_ops_that_enqueued_each_kernel(tmp_path):
@@ -72,7 +72,7 @@ def test_a_recorded_capture_names_the_ops_that_enqueued_each_kernel(tmp_path):
 def test_trace_report_shows_a_row_per_replay_and_its_kernels_on_request(replayed):
     out = report(replayed, "--steps", "1")
     assert "CUDA graph replays" in out and "6 graph launches (cudaGraphLaunch), 1 distinct graph" in out
-    assert "6× a graph of 3 kernels" in out and "geglu, GEMM, split-K reduce" in out
+    assert "6× a graph of 3 kernels" in out and "GEMM+gelu+mul, GEMM, split-K reduce" in out
     assert "0.8 before" not in out and "--graph_kernels lists each replay's kernels" in out
     rows = [line for line in out.splitlines() if "cudaGraphLaunch ←" in line]
     assert len(rows) == 6
@@ -99,7 +99,7 @@ def test_trace_report_json_holds_the_replays(replayed):
     assert graphs["launches"] == 6 and graphs["distinct_graphs"] == 1 and graphs["kernels_outside_graphs"] == 0
     first = graphs["replays"][0]
     assert first["step"] == "ProfilerStep#2" and first["kernels"] == 3 and first["gaps_us"] == [0.8, 0.8]
-    assert [w["op"] for w in first["work"]] == ["geglu", "GEMM", "split-K reduce"]
+    assert [w["op"] for w in first["work"]] == ["GEMM+gelu+mul", "GEMM", "split-K reduce"]
     assert payload["verdict"]["self_gpu_total_us"] == pytest.approx(6 * (4.3 + 4.1 + 1.5 + 1.2))
 
 

@@ -311,6 +311,27 @@ def test_a_candidate_the_second_trace_still_runs_remains(capsys):
     assert {c["in_second"]["status"] for c in data["candidates"]} == {"remains"}
 
 
+FUSED_MLP = FIXTURES / "h200" / "traces" / "05_fused_mlp" / "64_128_768_3072_eager.json.gz"
+
+
+def test_against_the_fused_mlp_the_epilogue_is_in_the_geglu_gemm_and_the_prologue_is_not(capsys):
+    # Lesson 05's kernel multiplies x by [gate|up] and applies gelu(gate) * up to the product: the chain gelu -> mul and
+    # the epilogue mm -> gelu are fused into it; the prologue mul -> mm (the down GEMM reading h) is not, since h is
+    # still written for the down GEMM: the mul runs in the other GEMM's epilogue.
+    data = report_json(capsys, SHAPES_EAGER, FUSED_MLP)["traces"][0]["fusion"]
+    by_kind = {c["kind"]: c for c in data["candidates"]}
+    kernel = statistics.median(e["dur"] for e in raw_kernels(FUSED_MLP) if e["name"] == "_geglu_gemm_tma_kernel")
+    for kind in (fusion.CHAIN, fusion.EPILOGUE):
+        said = by_kind[kind]["in_second"]
+        assert said["status"] == "fused" and said["kernels"] == ["_geglu_gemm_tma_kernel"] and said["in_gemm"]
+        assert said["median_us"] == pytest.approx(kernel, abs=1e-3)
+    assert by_kind[fusion.PROLOGUE]["in_second"]["status"] == "fused otherwise"
+    assert main([str(SHAPES_EAGER), str(FUSED_MLP)]) == 0
+    out = capsys.readouterr().out
+    # no ratio against the chain's prediction: the kernel's time is the GEMM's too
+    assert f"#1 fused: _geglu_gemm_tma_kernel takes {kernel:,.1f} µs a run (median), the GEMM's work included\n" in out
+
+
 def test_a_lookup_reads_what_it_picks_not_its_whole_source(tmp_path, capsys):
     # An embedding table of 128,256 x 2048 in bf16 (525 MB) and 1024 token ids: gather reads 1024 x 2048 values and
     # the ids, not the table; the add after it reads that and a bias row.

@@ -535,6 +535,16 @@ def test_unknown_names_pass_through(name):
     assert not decoded.is_gemm
 
 
+@pytest.mark.parametrize("name, direction", [("_geglu_gemm_kernel", "forward"), ("_geglu_gemm_tma_kernel", "forward"),
+                                             ("_geglu_backward_kernel", "backward"),
+                                             ("_geglu_backward_tma_kernel", "backward")])
+def test_the_suites_fused_geglu_gemms_are_gemms_not_liger_kernels(name, direction):
+    decoded = decode(name)
+    assert decoded.family == "profiling_in_pytorch (Triton)" and decoded.is_gemm
+    assert ("pass", direction) in decoded.details
+    assert ("loads" in dict(decoded.details)) == name.endswith("_tma_kernel")
+
+
 def test_liger_geglu_kernel_is_recognised():
     name = decode("_geglu_tanh_forward_kernel")
     assert name.family == "Liger-Kernel (Triton)" and name.ops == ("geglu",) and not name.is_gemm

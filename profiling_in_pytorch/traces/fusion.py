@@ -44,6 +44,7 @@ import math
 import statistics
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from profiling_in_pytorch.traces.kernel_names import VIEW_OPS, decode
 from profiling_in_pytorch.traces.model import CpuOp, GpuWork, Trace, per_step_count, rounded
@@ -84,6 +85,7 @@ class Outcome:
     status: str
     kernels: tuple[str, ...] = ()
     median_us: float | None = None
+    in_gemm: bool = False  # one of those kernels is a GEMM: its time is the product's too, not only these ops'
 
 
 @dataclass
@@ -387,10 +389,21 @@ def _canonical(op: str) -> str:
     return _ALIASES.get(base, base)
 
 
-def _fusing_kernels(trace: Trace) -> dict[str, tuple[frozenset[str], list[float], bool]]:
-    """The kernels whose names list the ops they fuse (Inductor's, Liger's, a GEMM with a bias epilogue): name ->
-    (ops, durations, whether it is a GEMM)."""
-    found: dict[str, tuple[frozenset[str], list[float], bool]] = {}
+class Fusing(NamedTuple):
+    """A kernel of the second trace that fuses ops, as its name tells: which, its durations, whether it is a GEMM,
+    and whether the ops it adds to a GEMM come after it (an epilogue, by its decoded name) and so cannot be a
+    prologue's."""
+
+    ops: frozenset[str]
+    durations: list[float]
+    is_gemm: bool
+    epilogue_only: bool
+
+
+def _fusing_kernels(trace: Trace) -> dict[str, Fusing]:
+    """The kernels whose names list the ops they fuse (Inductor's, Liger's, this suite's fused GeGLU GEMMs, a GEMM with
+    a bias epilogue), by name."""
+    found: dict[str, Fusing] = {}
     for work in trace.gpu_work():
         if work.kind != "kernel":
             continue
@@ -398,35 +411,39 @@ def _fusing_kernels(trace: Trace) -> dict[str, tuple[frozenset[str], list[float]
         if entry is None:
             decoded = decode(work.name)
             ops: frozenset[str] = frozenset()
-            if decoded.family.startswith(("Inductor", "Liger")) or "fused" in work.name.lower():
+            if decoded.family.startswith(("Inductor", "Liger", "profiling_in_pytorch")) or "fused" in work.name.lower():
                 ops = frozenset(_canonical(op) for op in decoded.compute_ops or decoded.ops)
             elif decoded.is_gemm and decoded.has_bias_epilogue:
                 ops = frozenset({"mm", "add"})
-            entry = found[work.name] = (ops, [], decoded.is_gemm)
-        entry[1].append(work.dur)
-    return {name: entry for name, entry in found.items() if entry[0]}
+            epilogue_only = decoded.is_gemm and any(k == "epilogue" for k, _ in decoded.details)
+            entry = found[work.name] = Fusing(ops, [], decoded.is_gemm, epilogue_only)
+        entry.durations.append(work.dur)
+    return {name: entry for name, entry in found.items() if entry.ops}
 
 
-def _outcome(candidate: Candidate, fused: dict, ran: set[str]) -> Outcome:
+def _outcome(candidate: Candidate, fused: dict[str, Fusing], ran: set[str]) -> Outcome:
     need = candidate.fused_ops()
     picked: list[str] = []
     covered: set[str] = set()
-    for name, (ops, _, _) in sorted(fused.items(), key=lambda item: -len(item[1][0] & need)):
-        if ops & (need - covered):
+    for name, entry in sorted(fused.items(), key=lambda item: -len(item[1].ops & need)):
+        if entry.ops & (need - covered):
             picked.append(name)
-            covered |= ops & need
+            covered |= entry.ops & need
         if need and covered >= need:
             break
-    median = sum(statistics.median(fused[name][1]) for name in picked) if picked else None
-    kernels_now = len(candidate.kernels) + (0 if candidate.kind == CHAIN else 1)  # a GEMM's own kernel too
+    median = sum(statistics.median(fused[name].durations) for name in picked) if picked else None
+    in_gemm = any(fused[name].is_gemm for name in picked)
     # An epilogue or a prologue is fused only into a GEMM: a Triton kernel whose name lists `mm` and `mul` took the mul
     # with other pointwise ops while cuBLAS still ran the GEMM (Inductor names a kernel after its inputs' origins too).
-    into_gemm = candidate.kind == CHAIN or any(fused[name][2] for name in picked)
-    if need and covered >= need and len(picked) < kernels_now and into_gemm:
-        return Outcome("fused", tuple(picked), median)
+    # A prologue, not into a GEMM whose name says its extra ops come after the product: the op before the GEMM then
+    # still writes what the GEMM reads, inside another GEMM's epilogue.
+    into = {CHAIN: True, EPILOGUE: in_gemm, PROLOGUE: any(fused[n].is_gemm and not fused[n].epilogue_only for n in picked)}
+    kernels_now = len(candidate.kernels) + (0 if candidate.kind == CHAIN else 1)  # a GEMM's own kernel too
+    if need and covered >= need and len(picked) < kernels_now and into[candidate.kind]:
+        return Outcome("fused", tuple(picked), median, in_gemm)
     gone = not any(name in ran for name in candidate.kernels)
     if picked and gone:
-        return Outcome("fused otherwise", tuple(picked), median)
+        return Outcome("fused otherwise", tuple(picked), median, in_gemm)
     return Outcome("gone" if gone else "remains")
 
 
@@ -444,7 +461,8 @@ def _line(c: Candidate) -> str:
 
 def _candidate_dict(c: Candidate) -> dict:
     outcome = None if c.outcome is None else {"status": c.outcome.status, "kernels": list(c.outcome.kernels),
-                                              "median_us": rounded(c.outcome.median_us)}
+                                              "median_us": rounded(c.outcome.median_us),
+                                              "in_gemm": c.outcome.in_gemm}
     return {
         "kind": c.kind, "ops": list(c.ops), "shape": c.shape, "kernels": list(c.kernels), "count": c.count,
         "per_step": round(c.per_step, 3), "bytes_now": c.bytes_now, "bytes_fused": c.bytes_fused,

@@ -71,9 +71,11 @@ def _outcome_text(c: Candidate) -> str:
         return ": its kernels are gone, and no kernel's name in B says where its ops went"
     kernels = ", ".join(decode(name).short for name in outcome.kernels)
     took = f"{outcome.median_us:,.1f} µs a run (median)"
+    if outcome.in_gemm:  # the kernel also multiplies: its time is no measure of the fused ops' alone
+        took += ", the GEMM's work included"
     if outcome.status != "fused":
         return f": B runs its ops in {kernels}, {took}"
-    if c.predicted_us:
+    if c.predicted_us and not outcome.in_gemm:
         took += f", {outcome.median_us / c.predicted_us:.2f}× the {c.predicted_us:,.1f} µs predicted"
     return f": {kernels} takes {took}"
 

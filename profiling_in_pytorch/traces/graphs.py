@@ -165,8 +165,8 @@ def _computes(work: GpuWork) -> str:
     if work.kind != "kernel":
         return work.kind
     name = decode(work.name)
-    if name.is_gemm:
-        return "GEMM"
+    if name.is_gemm:  # with what its epilogue adds, when the name says: lesson 05's kernel is GEMM+gelu+mul
+        return "+".join(["GEMM", *(op for op in name.compute_ops if op != "mm")])
     return "+".join(name.compute_ops) or name.short
 
 

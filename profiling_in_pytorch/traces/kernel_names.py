@@ -221,7 +221,7 @@ class KernelName:
     name:    the name as the trace has it (byte for byte: the diff compares these).
     short:   a name that fits a table row (the name itself when it is short or unknown).
     family:  who generated it: "cuBLAS (nvjet)", "cuBLAS", "CUTLASS", "Inductor (Triton)",
-             "Liger-Kernel (Triton)", "ATen", or "" when unknown.
+             "Liger-Kernel (Triton)", "profiling_in_pytorch (Triton)", "ATen", or "" when unknown.
     is_gemm: a matrix multiply (a GEMM or GEMV).
     ops:     the ops it computes, as far as the name tells (`("gelu", "mul")`, `("mm",)`, ...).
     details: (field, value) pairs for the decode column: arch, tile, dtype, layout, epilogue, ...
@@ -261,7 +261,7 @@ def decode(name: str) -> KernelName:
     """Decode a kernel name; unknown names pass through unchanged."""
     core = _strip_wrapper(name)
     for decoder in (_nvjet, _inductor, _fmha_cutlass, _flash_attention, _cudnn_sdpa, _cutlass, _cublas_arch_named,
-                    _xmma, _cublas_helper, _liger, _aten):
+                    _xmma, _cublas_helper, _fused_geglu, _liger, _aten):
         found = decoder(name, core)
         if found is not None:
             return found
@@ -533,6 +533,28 @@ def _cublas_helper(name: str, core: str) -> KernelName | None:
     if _base_function(core) == "splitKreduce_kernel":  # `cublasLt::splitKreduce_kernel<...>(...)` in traces
         return KernelName(name, "splitKreduce_kernel", "cuBLAS", False, ("split-K reduce",), (("role", "adds a split-K GEMM's partial sums"),))
     return None
+
+
+# This suite's own Triton kernels (profiling_in_pytorch/mlp/triton_ops/): GEMMs with the GeGLU in the epilogue, named
+# like Liger's (`_geglu_..._kernel`) but not Liger's, so they are told apart before Liger's pattern can claim them.
+FUSED_GEGLU = {
+    "gemm": ("forward", "x @ [gate|up].T, then gelu_tanh(gate) * up"),
+    "backward": ("backward", "dy @ W_down, then the GeGLU's derivative"),
+}
+
+
+def _fused_geglu(name: str, core: str) -> KernelName | None:
+    m = re.fullmatch(r"_geglu_(gemm|backward)(_tma)?_kernel", core)
+    if not m:
+        return None
+    direction, computes = FUSED_GEGLU[m.group(1)]
+    details = [("pass", direction), ("epilogue", computes)]
+    if m.group(2):
+        details.append(("loads", "TMA, persistent grid (Hopper and newer)"))
+    # The ops it does, by the names ATen gives them eagerly: a second trace (trace-report A B) finds the GEMM epilogue
+    # `mm -> gelu -> mul` of the first fused into it.
+    ops = ("mm", "gelu", "mul") if direction == "forward" else ("mm", "mul", "gelu_backward")
+    return KernelName(name, core, "profiling_in_pytorch (Triton)", True, ops, tuple(details))
 
 
 def _liger(name: str, core: str) -> KernelName | None:

@@ -238,13 +238,19 @@ def math_ops(ops: Sequence[CpuOp], names: set[str]) -> list[CpuOp]:
 def kernel_role(item) -> str:
     """"GEMM", or the op a kernel (or a CPU math op) computes: gelu, mul, add, fused ops joined by +."""
     if isinstance(item, CpuOp):
-        if item.name in ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"):
+        # A Triton GEMM under the interpreter is a CPU op named after its kernel: the fused GeGLU GEMMs count as GEMMs there too.
+        if item.name in ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm") or _is_triton_gemm(item.name):
             return "GEMM"
         m = CPP_KERNEL.search(item.name)
         return "+".join(split_fused_ops(m.group(1))) if m else item.name.removeprefix("aten::")
     if item.is_gemm:
         return "GEMM"
     return "+".join(decode(item.name).compute_ops) or decode(item.name).short
+
+
+def _is_triton_gemm(name: str) -> bool:
+    decoded = decode(name)
+    return decoded.is_gemm and decoded.family.endswith("(Triton)")
 
 
 def fused_ops(trace: Trace, kernel) -> tuple[str, ...]:
