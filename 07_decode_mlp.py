@@ -190,7 +190,7 @@ def main(argv=None):
             timed = back_to_back(model, [x], calls=args.forwards)
         loop.per_forward_us, loop.cpu_us = timed.per_forward_us, timed.cpu_us
         lesson.console.print(f"the loop, timed without the profiler: {timed.per_forward_us:,.1f} µs per forward, the "
-                             f"CPU issuing one in {timed.cpu_us:,.1f} µs")
+                             f"CPU issuing one in {timed.cpu_us:,.1f} µs (medians of {timed.loops} loops)")
 
     # The profile, as the posts write it: five steps, the last three recorded, no synchronize inside.
     with profile(

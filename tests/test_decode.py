@@ -249,6 +249,12 @@ def test_goals_are_judged_on_the_runs_own_numbers():
 
     slow_busy = [_decode_row("eager", 70.0), _decode_row("fused-graph", 14.0, 0.7)]
     assert "[red]✗[/red] fused-graph" in "\n".join(goal_lines(slow_busy, "NVIDIA H200", "bf16"))
+    cpu_paced = _decode_row("fused-graph", 22.8, 0.51)
+    cpu_paced.loop_p20_us, cpu_paced.loop_p80_us, cpu_paced.loops = 14.2, 23.0, 11
+    cpu_paced.cpu_us, cpu_paced.paced_by = 22.2, "CPU"
+    text = "\n".join(goal_lines([_decode_row("eager", 129.2), cpu_paced], "NVIDIA H100 80GB HBM3", "bf16"))
+    assert ("fused-graph: 22.8 µs per forward (goal ≤ 15), p20–p80 14.2–23.0 over 11 loops, eager 129.2 µs in this "
+            "run (5.7×); GPU busy 51% of the loop (goal ≥ 80%); the CPU set the pace: 22.2 µs to issue a forward") in text
     skipped = [_decode_row("eager", None), _decode_row("fused-graph", None, status="skipped")]
     text = "\n".join(goal_lines(skipped, "CPU", "fp32"))
     assert "fused-graph: not measured (skipped" in text and "cuda-graph: not in this run" in text

@@ -49,6 +49,8 @@ def goal_lines(rows: list[Row], device: str, dtype: str) -> list[str]:
             continue
         met = row.loop_us <= goal.max_loop_us
         text = f"{goal.variant}: {row.loop_us:,.1f} µs per forward (goal ≤ {goal.max_loop_us:g})"
+        if row.loop_p20_us is not None and row.loop_p80_us is not None:
+            text += f", p20–p80 {row.loop_p20_us:,.1f}–{row.loop_p80_us:,.1f} over {row.loops} loops"
         if eager is not None and eager.status == "ok" and eager.loop_us:
             text += f", eager {eager.loop_us:,.1f} µs in this run ({eager.loop_us / row.loop_us:.1f}×)"
         if goal.min_gpu_busy is not None:
@@ -57,5 +59,7 @@ def goal_lines(rows: list[Row], device: str, dtype: str) -> list[str]:
             met = met and busy_met
             shown = f"{busy:.0%}" if busy is not None else "not counted"
             text += f"; GPU busy {shown} of the loop (goal ≥ {goal.min_gpu_busy:.0%})"
+        if not met and row.paced_by == "CPU" and row.cpu_us is not None:  # the miss is the host's time to issue
+            text += f"; the CPU set the pace: {row.cpu_us:,.1f} µs to issue a forward"
         lines.append(f"  {'[green]✓[/green]' if met else '[red]✗[/red]'} {text}")
     return lines

@@ -119,6 +119,7 @@ def measure(
                 calls = max(10, min(LOOP_CALLS, int(LOOP_TARGET_US / max(timing.median_us, 1.0))))
                 loop = back_to_back(forward, inputs, calls)
                 row.loop_us, row.cpu_us = loop.per_forward_us, loop.cpu_us
+                row.loop_p20_us, row.loop_p80_us, row.loops = loop.p20_us, loop.p80_us, loop.loops
             else:
                 # On a CPU the forward runs on the thread that calls it: its time is the CPU's time.
                 status(f"{shape.name} · {variant.name}: timing (perf_counter)")

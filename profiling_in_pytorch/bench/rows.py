@@ -37,7 +37,10 @@ class Row:
     matmul_share: float | None = None  # tflops / the measured GEMM rate
     roofline_share: float | None = None  # the shape's floor (compute or memory) / time_us; forward only
     # Back to back, as a decode loop issues forwards (GPU only).
-    loop_us: float | None = None  # per forward
+    loop_us: float | None = None  # per forward, the median of `loops` loops run for about half a second
+    loop_p20_us: float | None = None
+    loop_p80_us: float | None = None
+    loops: int | None = None
     loop_speedup: float | None = None
     cpu_us: float | None = None  # CPU time to issue one forward
     # From a short profile (GPU only).

@@ -130,15 +130,29 @@ def cpu_timing(fn: Callable[[], object], warmup_ms: int, rep_ms: int, min_sample
 
 @dataclass(frozen=True)
 class BackToBack:
-    """Per forward, with forwards issued in a loop and no synchronisation between them."""
+    """Per forward, with forwards issued in a loop and no synchronisation between them: medians over the loops."""
 
     per_forward_us: float  # GPU clock: first forward's start to last forward's end, over n
     cpu_us: float  # host clock: the time the CPU needed to issue one forward
     calls: int
+    p20_us: float | None = None  # per_forward_us's spread over the loops
+    p80_us: float | None = None
+    loops: int = 1
 
 
-def back_to_back(forward: Callable, inputs: Sequence[torch.Tensor], calls: int, repeats: int = 5) -> BackToBack:
-    """`calls` forwards in a row, as a decode loop issues them; the median of `repeats` such loops.
+# Loops run one after another for about half a second, and the median counts: where the CPU sets the pace, the host's
+# own state does too. On an H100 machine here (a KVM guest, 16 vCPUs) the CPU's time to issue a captured decode
+# forward flipped between about 11 and 17 µs in windows of about 0.2 s (40 samples over 10 s, one process), and two
+# runs of the benchmark that took five loops in a row (7 ms) read 22.8 and 14.1 µs per forward. Loops are not spaced
+# by sleeping: after a 50 ms sleep the first forwards of a loop are slow (16-forward loops read 34.5 µs a forward).
+LOOP_SECONDS = 0.5
+MIN_LOOPS, MAX_LOOPS = 5, 1000
+
+
+def back_to_back(forward: Callable, inputs: Sequence[torch.Tensor], calls: int, seconds: float = LOOP_SECONDS,
+                 min_loops: int = MIN_LOOPS) -> BackToBack:
+    """`calls` forwards in a row, as a decode loop issues them; loops of them for `seconds` (at least `min_loops`),
+    the medians counting.
 
     Events before the first and after the last call measure the whole loop on the GPU: if the CPU issues a
     forward faster than the GPU runs it, the GPU never waits and this is the GPU time (with a warm L2: nothing
@@ -147,7 +161,8 @@ def back_to_back(forward: Callable, inputs: Sequence[torch.Tensor], calls: int, 
     """
     args = [inputs[i % len(inputs)] for i in range(calls)]
     per_forward, cpu = [], []
-    for _ in range(repeats):
+    end_by = time.perf_counter() + seconds
+    while len(per_forward) < min_loops or (time.perf_counter() < end_by and len(per_forward) < MAX_LOOPS):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda.synchronize()
         start.record()
@@ -159,7 +174,8 @@ def back_to_back(forward: Callable, inputs: Sequence[torch.Tensor], calls: int, 
         torch.cuda.synchronize()
         per_forward.append(start.elapsed_time(end) * 1e3 / calls)
         cpu.append((t1 - t0) * 1e6 / calls)
-    return BackToBack(percentile(per_forward, 50), percentile(cpu, 50), calls)
+    return BackToBack(percentile(per_forward, 50), percentile(cpu, 50), calls,
+                      percentile(per_forward, 20), percentile(per_forward, 80), len(per_forward))
 
 
 # --- the machine's ceilings ----------------------------------------------------------------------------------
