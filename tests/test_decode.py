@@ -243,7 +243,7 @@ def test_goals_are_judged_on_the_runs_own_numbers():
     rows = [_decode_row("eager", 70.4, 0.2), _decode_row("fused-graph", 11.2, 0.86), _decode_row("cuda-graph", 27.0, 0.9)]
     text = "\n".join(goal_lines(rows, "NVIDIA H200", "bf16"))
     assert "fused-graph: 11.2 µs per forward (goal ≤ 15), eager 70.4 µs in this run (6.3×)" in text
-    assert "GPU busy 86% of the loop (goal ≥ 80%)" in text
+    assert "GPU busy 86.0% of the loop (goal ≥ 80%)" in text
     fused, captured = (line for line in text.splitlines() if "-graph:" in line)
     assert "[green]✓[/green]" in fused and "[red]✗[/red]" in captured and "27.0 µs" in captured
 
@@ -254,7 +254,10 @@ def test_goals_are_judged_on_the_runs_own_numbers():
     cpu_paced.cpu_us, cpu_paced.paced_by = 22.2, "CPU"
     text = "\n".join(goal_lines([_decode_row("eager", 129.2), cpu_paced], "NVIDIA H100 80GB HBM3", "bf16"))
     assert ("fused-graph: 22.8 µs per forward (goal ≤ 15), p20–p80 14.2–23.0 over 11 loops, eager 129.2 µs in this "
-            "run (5.7×); GPU busy 51% of the loop (goal ≥ 80%); the CPU set the pace: 22.2 µs to issue a forward") in text
+            "run (5.7×); GPU busy 51.0% of the loop (goal ≥ 80%); the CPU set the pace: 22.2 µs to issue a forward") in text
+    just_under = _decode_row("fused-graph", 13.9, 0.798)
+    assert "[red]✗[/red] fused-graph: 13.9 µs per forward (goal ≤ 15)" in "\n".join(goal_lines([just_under], "H100", "bf16"))
+    assert "GPU busy 79.8% of the loop" in "\n".join(goal_lines([just_under], "H100", "bf16"))
     skipped = [_decode_row("eager", None), _decode_row("fused-graph", None, status="skipped")]
     text = "\n".join(goal_lines(skipped, "CPU", "fp32"))
     assert "fused-graph: not measured (skipped" in text and "cuda-graph: not in this run" in text

@@ -57,7 +57,7 @@ def goal_lines(rows: list[Row], device: str, dtype: str) -> list[str]:
             busy = row.gpu_busy_fraction
             busy_met = busy is not None and busy >= goal.min_gpu_busy
             met = met and busy_met
-            shown = f"{busy:.0%}" if busy is not None else "not counted"
+            shown = f"{busy:.1%}" if busy is not None else "not counted"  # 79.8% is not 80%, and says so
             text += f"; GPU busy {shown} of the loop (goal ≥ {goal.min_gpu_busy:.0%})"
         if not met and row.paced_by == "CPU" and row.cpu_us is not None:  # the miss is the host's time to issue
             text += f"; the CPU set the pace: {row.cpu_us:,.1f} µs to issue a forward"
