@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -126,3 +127,42 @@ def linear():
 def cpu_trace(tmp_path_factory):
     """A CPU trace of a tiny GeGLU MLP, profiled as the lessons profile (the path)."""
     return profile_cpu_mlp(tmp_path_factory.mktemp("cpu") / "64_eager_cpu.json")
+
+
+# Parts 1 and 2's lessons at sizes a CPU runs in seconds, each run at most once a session, into one trace folder:
+# tests/test_claims.py checks every claim each run prints, tests/test_lessons.py what 01 and 02 write. In this order
+# (a compiled run after its eager twin, which it compares with); "01" and "02" from the repository's root, the trace
+# folder elsewhere (the paths they print are absolute), the others from inside the trace folder (relative).
+CPU_LESSON_RUNS = {
+    "01": ("01_matmul_add.py", "--size 16", ROOT),
+    "01 warm": ("01_matmul_add.py", "--size 16 --warmup", None),
+    "02": ("02_linear.py", "--batch 8 --in_dim 4 --out_dim 6", ROOT),
+    "01 batched": ("01_matmul_add.py", "--size 16 --batched", None),
+    "01 compile": ("01_matmul_add.py", "--size 16 --compile", None),
+    "03": ("03_simple_mlp.py", "--batch 2 --seq 3 --dim 8 --hidden 16", None),
+    "03 shapes": ("03_simple_mlp.py", "--batch 2 --seq 3 --dim 8 --hidden 16 --record_shapes", None),
+    "03 compile": ("03_simple_mlp.py", "--batch 2 --seq 3 --dim 8 --hidden 16 --compile", None),
+}
+
+
+class LessonRuns:
+    """The runs of CPU_LESSON_RUNS, each made when first asked for, after every run listed before it."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self._results: dict[str, subprocess.CompletedProcess] = {}
+
+    def __getitem__(self, name: str) -> subprocess.CompletedProcess:
+        if name not in CPU_LESSON_RUNS:
+            raise KeyError(name)
+        for earlier, (script, args, cwd) in CPU_LESSON_RUNS.items():
+            if earlier not in self._results:
+                self._results[earlier] = run_script(script, *shlex.split(args), "--trace_dir", str(self.folder),
+                                                    cwd=cwd or self.folder)
+            if earlier == name:
+                return self._results[name]
+
+
+@pytest.fixture(scope="session")
+def cpu_lesson_runs(tmp_path_factory) -> LessonRuns:
+    return LessonRuns(tmp_path_factory.mktemp("cpu_traces"))

@@ -7,11 +7,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import re
-import shlex
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, load_trace, run_script
+from conftest import CPU_LESSON_RUNS, FIXTURES, load_trace
 
 from profiling_in_pytorch.traces import checks as ex
 from profiling_in_pytorch.traces import read_trace
@@ -123,24 +122,13 @@ def test_the_fused_kernel_is_faster_than_eagers_two():
 
 # --- on the CPU: the lessons run here, print every claim, and teach the same thing -----------------------------
 
-CPU_RUNS = {
-    "01": ("01_matmul_add.py", "--size 16"),
-    "01 warm": ("01_matmul_add.py", "--size 16 --warmup"),
-    "01 batched": ("01_matmul_add.py", "--size 16 --batched"),
-    "01 compile": ("01_matmul_add.py", "--size 16 --compile"),
-    "02": ("02_linear.py", "--batch 8 --in_dim 4 --out_dim 6"),
-    "03": ("03_simple_mlp.py", "--batch 2 --seq 3 --dim 8 --hidden 16"),
-    "03 shapes": ("03_simple_mlp.py", "--batch 2 --seq 3 --dim 8 --hidden 16 --record_shapes"),
-    "03 compile": ("03_simple_mlp.py", "--batch 2 --seq 3 --dim 8 --hidden 16 --compile"),
-}
+CPU_RUNS = sorted(CPU_LESSON_RUNS)  # the runs, their order and the folder they share: tests/conftest.py
 
 
 @pytest.fixture(scope="module")
-def cpu_runs(tmp_path_factory):
-    """Each run above, once, into one trace folder (compiled runs after their eager twins)."""
-    folder = tmp_path_factory.mktemp("cpu_traces")
-    return folder, {name: run_script(script, *shlex.split(args), "--trace_dir", str(folder), cwd=folder)
-                    for name, (script, args) in CPU_RUNS.items()}
+def cpu_runs(cpu_lesson_runs):
+    """Each run, once, into one trace folder (compiled runs after their eager twins): (folder, {name: result})."""
+    return cpu_lesson_runs.folder, cpu_lesson_runs
 
 
 def seen(stdout: str) -> dict[str, list[str]]:
@@ -153,7 +141,7 @@ def seen(stdout: str) -> dict[str, list[str]]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(CPU_RUNS))
+@pytest.mark.parametrize("name", CPU_RUNS)
 def test_a_cpu_run_checks_every_claim_it_announces_and_explains_each_miss(cpu_runs, name):
     _, results = cpu_runs
     result = results[name]

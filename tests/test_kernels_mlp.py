@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import textwrap
 import time
@@ -118,12 +119,22 @@ def one_error_line(result) -> str:
 # --- the local kernel repository, through the real kernels loader -------------------------------------
 
 
+@pytest.fixture(scope="module")
+def local_repo_run(tmp_path_factory):
+    """The lesson on a local repository given as --kernel_repo: (the folder of its repo/ and traces/, the repository,
+    the result)."""
+    root = tmp_path_factory.mktemp("local_repo")
+    repo = make_kernel_repo(root / "repo")
+    return root, repo, lesson("--kernel_repo", str(repo), "--device", "cpu", tmp_path=root)
+
+
 @pytest.mark.parametrize("how", ["--kernel_repo", "LOCAL_KERNELS"])
-def test_local_kernel_repo_runs_the_lesson(how, kernel_repo, tmp_path):
+def test_local_kernel_repo_runs_the_lesson(how, request, tmp_path):
     # --device cpu: the same file name and expectations on every machine; the test layer is plain PyTorch.
     if how == "--kernel_repo":
-        result = lesson("--kernel_repo", str(kernel_repo), "--device", "cpu", tmp_path=tmp_path)
+        tmp_path, kernel_repo, result = request.getfixturevalue("local_repo_run")
     else:
+        kernel_repo = make_kernel_repo(tmp_path / "repo")
         # The Hub is unreachable too: LOCAL_KERNELS is read before it, so nothing asks the network.
         env = {"LOCAL_KERNELS": f"{HUB_REPO}={kernel_repo}", **hub_unreachable_envs()["refused"]}
         result = lesson("--device", "cpu", tmp_path=tmp_path, env=env)
@@ -141,11 +152,18 @@ def test_local_kernel_repo_runs_the_lesson(how, kernel_repo, tmp_path):
     assert labels.count(LOCAL_LABEL) == 3, "the local repository's layer is not the one that ran"
 
 
-def test_two_local_repositories_never_share_a_trace(tmp_path):
-    first, second = make_kernel_repo(tmp_path / "a"), make_kernel_repo(tmp_path / "b")
-    for repo in (first, second):
-        assert lesson("--kernel_repo", str(repo), "--device", "cpu", tmp_path=tmp_path).returncode == 0
-    written = sorted(p.name for p in (tmp_path / "traces" / "03_kernels_mlp").glob("*.json"))
+def test_two_local_repositories_never_share_a_trace(local_repo_run, tmp_path):
+    # The first repository's run is local_repo_run's: its trace, copied here as it wrote it, and a second
+    # repository of the same name elsewhere, run into the same folder.
+    first_root, _, first = local_repo_run
+    assert first.returncode == 0, first.stderr
+    folder = tmp_path / "traces" / "03_kernels_mlp"
+    folder.mkdir(parents=True)
+    for trace in (first_root / "traces" / "03_kernels_mlp").glob("*.json"):
+        shutil.copy2(trace, folder / trace.name)
+    second = make_kernel_repo(tmp_path / "b")
+    assert lesson("--kernel_repo", str(second), "--device", "cpu", tmp_path=tmp_path).returncode == 0
+    written = sorted(p.name for p in folder.glob("*.json"))
     assert len(written) == 2 and all(name.startswith("2_3_8_16_local-liger-kernels-") for name in written), written
 
 

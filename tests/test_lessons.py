@@ -7,13 +7,14 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import textwrap
 
 import pytest
 import torch
-from conftest import H200_EAGER, ROOT, load_trace, run_script, stderr_lines
+from conftest import CPU_LESSON_RUNS, H200_EAGER, ROOT, load_trace, run_script, stderr_lines
 
 from profiling_in_pytorch.mlp import SimpleGeGLUMLP
 
@@ -34,9 +35,30 @@ def names(trace: dict, **where) -> list[str]:
     return [e["name"] for e in trace["traceEvents"] if all(e.get(k) == v for k, v in where.items())]
 
 
+# 01 and 02 at these sizes are runs of tests/conftest.py's CPU_LESSON_RUNS, started from the repository's root with
+# their trace folder elsewhere; 03 runs here (its run there starts inside the trace folder and prints relative paths).
+SESSION_RUNS = {"01_matmul_add.py": "01", "02_linear.py": "02"}
+
+
+@pytest.fixture(scope="module")
+def simple_mlp_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("lessons")
+    return folder, run_script("03_simple_mlp.py", *SMALL["03_simple_mlp.py"], "--trace_dir", str(folder))
+
+
+def small_run(script: str, request) -> tuple:
+    """(the trace folder, the result) of `script` at its SMALL sizes, run from the repository's root."""
+    if script not in SESSION_RUNS:
+        return request.getfixturevalue("simple_mlp_run")
+    script_of_run, args, cwd = CPU_LESSON_RUNS[SESSION_RUNS[script]]
+    assert (script_of_run, shlex.split(args), cwd) == (script, SMALL[script], ROOT)
+    runs = request.getfixturevalue("cpu_lesson_runs")
+    return runs.folder, runs[SESSION_RUNS[script]]
+
+
 @pytest.mark.parametrize("script", sorted(SMALL))
-def test_lesson_writes_a_trace_of_three_active_steps(script, tmp_path):
-    result = run_script(script, *SMALL[script], "--trace_dir", str(tmp_path))
+def test_lesson_writes_a_trace_of_three_active_steps(script, request):
+    tmp_path, result = small_run(script, request)
     assert result.returncode == 0, result.stderr
     folder = tmp_path / script.removesuffix(".py")
     trace_path = folder / f"{EXPECTED_TAGS[script]}.json"
@@ -58,8 +80,8 @@ def test_lesson_writes_a_trace_of_three_active_steps(script, tmp_path):
     assert not list(folder.glob(".*")), "temporary files left behind"
 
 
-def test_simple_mlp_runs_the_posts_ops(tmp_path):
-    result = run_script("03_simple_mlp.py", *SMALL["03_simple_mlp.py"], "--trace_dir", str(tmp_path))
+def test_simple_mlp_runs_the_posts_ops(simple_mlp_run):
+    tmp_path, result = simple_mlp_run
     assert result.returncode == 0, result.stderr
     trace = load_trace(tmp_path / "03_simple_mlp" / f"{EXPECTED_TAGS['03_simple_mlp.py']}.json")
     ops = names(trace, cat="cpu_op")
@@ -98,20 +120,25 @@ def test_compile_shows_the_compiled_region(tmp_path):
     assert names(trace, cat="user_annotation").count("linear_fwd") == 3
 
 
-def test_different_flags_different_files_same_flags_replace(tmp_path):
-    args = ["--size", "8", "--trace_dir", str(tmp_path)]
-    assert run_script("01_matmul_add.py", *args).returncode == 0
-    assert run_script("01_matmul_add.py", *args, "--warmup").returncode == 0
-    assert run_script("01_matmul_add.py", *args, "--dtype", "bf16").returncode == 0
+def test_different_flags_different_files_same_flags_replace(cpu_lesson_runs, tmp_path):
+    # The plain and --warmup runs are tests/conftest.py's ("01", "01 warm"): their traces, copied here as they wrote
+    # them, and two more runs into the same folder.
+    args = ["--size", "16", "--trace_dir", str(tmp_path)]
     folder = tmp_path / "01_matmul_add"
+    folder.mkdir()
+    for name, trace in (("01", "16_fp32_cold_eager_cpu.json"), ("01 warm", "16_fp32_warm_eager_cpu.json")):
+        assert shlex.split(CPU_LESSON_RUNS[name][1])[:2] == args[:2]
+        assert cpu_lesson_runs[name].returncode == 0
+        shutil.copy2(cpu_lesson_runs.folder / "01_matmul_add" / trace, folder / trace)
+    assert run_script("01_matmul_add.py", *args, "--dtype", "bf16").returncode == 0
     traces = sorted(p.name for p in folder.glob("*.json"))
-    assert traces == ["8_bf16_cold_eager_cpu.json", "8_fp32_cold_eager_cpu.json", "8_fp32_warm_eager_cpu.json"]
+    assert traces == ["16_bf16_cold_eager_cpu.json", "16_fp32_cold_eager_cpu.json", "16_fp32_warm_eager_cpu.json"]
 
-    first = (folder / "8_fp32_cold_eager_cpu.json").read_text()
+    first = (folder / "16_fp32_cold_eager_cpu.json").read_text()
     assert run_script("01_matmul_add.py", *args).returncode == 0
-    second = (folder / "8_fp32_cold_eager_cpu.json").read_text()
+    second = (folder / "16_fp32_cold_eager_cpu.json").read_text()
     assert first != second  # replaced (new timestamps), not appended to
-    load_trace(folder / "8_fp32_cold_eager_cpu.json")  # and whole
+    load_trace(folder / "16_fp32_cold_eager_cpu.json")  # and whole
     assert sorted(p.name for p in folder.glob("*.json")) == traces
 
 
