@@ -15,10 +15,14 @@ from conftest import H200_EAGER as EAGER
 from conftest import H200_FUSED_DECODE as FUSED_DECODE
 from conftest import H200_LINEAR as LINEAR
 from conftest import H200_SDPA_MATH as SDPA_MATH
+from conftest import FIXTURES
 from rich.console import Console
 
 from profiling_in_pytorch.traces import checks as ex
 from profiling_in_pytorch.traces import read_trace
+
+
+FIXTURES_01 = FIXTURES / "h200" / "traces" / "01_matmul_add"
 
 
 def console() -> Console:
@@ -301,3 +305,31 @@ def test_compiled_cpu_cost_fails_when_the_compiled_run_is_the_cheaper(tmp_path):
     shutil.copy(H200_01 / "4096_bf16_cold_compile.json.gz", tmp_path / "4096_bf16_cold_eager.json.gz")
     outcome = ex.more_cpu_than_eager().check(read_trace(tmp_path / "4096_bf16_cold_compile.json.gz"))
     assert outcome.ok is False and "compiled 48.4 µs, eager 120.8 µs" in outcome.evidence
+
+
+def test_a_timing_claim_missed_on_short_cpu_steps_says_why_and_a_gpu_miss_does_not(tmp_path):
+    # Lesson 01's cold run, its first recorded step cut to the length of the next: "cold" misses. Stripped of its GPU
+    # lane it reads as a CPU run whose steps last tens of µs, where another process's moment can decide the claim; with
+    # its GPU lane the miss stays unexplained.
+    def first_step_like_the_second(events):
+        steps = sorted((e for e in events if e.get("name", "").startswith("ProfilerStep#")), key=lambda e: e["ts"])
+        steps[0]["dur"] = steps[1]["dur"]
+
+    def cpu_only(events):
+        first_step_like_the_second(events)
+        events[:] = [e for e in events if e.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime",
+                                                               "cuda_driver", "ac2g")]
+
+    cold_run = FIXTURES_01 / "64_bf16_cold_eager.json.gz"
+    cpu_file = edited(cold_run, tmp_path / "cpu.json", cpu_only)
+    as_cpu = read_trace(cpu_file)
+    on_gpu = read_trace(edited(cold_run, tmp_path / "gpu.json", first_step_like_the_second))
+    assert not as_cpu.has_gpu and on_gpu.has_gpu and max(s.dur for s in as_cpu.steps) < 1000
+    cold = ex.cold_first_step("matmul_add", claim="P1-04")
+    assert cold.check(read_trace(cold_run)).ok  # uncut, the first step is the cold one
+    missed = cold.check(as_cpu)
+    assert missed.ok is False and missed.reason == ex.SHORT_CPU_STEPS
+    assert cold.check(on_gpu).ok is False and cold.check(on_gpu).reason is None
+    out = console()
+    assert ex.check_trace([cold], cpu_file, "cpu", console=out) == 1
+    assert f"known reason: {ex.SHORT_CPU_STEPS}" in out.file.getvalue()

@@ -40,6 +40,7 @@ __all__ = [
     "HOPPER_LAUNCH",
     "PROFILER_START",
     "NO_GPU",
+    "SHORT_CPU_STEPS",
     "LOOKS_EAGER",
     "ATEN_ELEMENTWISE",
     "NOT_COMPILED",
@@ -72,6 +73,11 @@ PROFILER_START = (
 )
 
 NO_GPU = "a CPU profile has no GPU lane: no kernels, no launches, no GPU time to read"
+
+SHORT_CPU_STEPS = (
+    "on a CPU these steps last tens of µs, and a moment of other work on the machine (another process, the OS) is as "
+    "long as what is measured: on a quiet machine, run it again"
+)
 
 LOOKS_EAGER = "the trace has no Inductor kernels: it looks like an eager run (was --compile given?)"
 
