@@ -142,8 +142,9 @@ class BackToBack:
 
 # Loops run one after another for about half a second, and the median counts: where the CPU sets the pace, the host's
 # own state does too. On an H100 machine here (a KVM guest, 16 vCPUs) the CPU's time to issue a captured decode
-# forward flipped between about 11 and 17 µs in windows of about 0.2 s (40 samples over 10 s, one process), and two
-# runs of the benchmark that took five loops in a row (7 ms) read 22.8 and 14.1 µs per forward. Loops are not spaced
+# forward flipped between about 11 and 17 µs in windows of 0.2 s to a few seconds (40 samples over 10 s, one process),
+# and two runs of the benchmark that took five loops in a row (7 ms) read 22.8 and 14.1 µs per forward. Half a second
+# steadies the figure within a state, not across states: the p20-p80 shows when it straddled two. Loops are not spaced
 # by sleeping: after a 50 ms sleep the first forwards of a loop are slow (16-forward loops read 34.5 µs a forward).
 LOOP_SECONDS = 0.5
 MIN_LOOPS, MAX_LOOPS = 5, 1000
