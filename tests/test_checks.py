@@ -329,7 +329,8 @@ def test_a_timing_claim_missed_on_short_cpu_steps_says_why_and_a_gpu_miss_does_n
     assert cold.check(read_trace(cold_run)).ok  # uncut, the first step is the cold one
     missed = cold.check(as_cpu)
     assert missed.ok is False and missed.reason == ex.SHORT_CPU_STEPS
-    assert cold.check(on_gpu).ok is False and cold.check(on_gpu).reason is None
+    unexplained = cold.check(on_gpu)
+    assert unexplained.ok is False and unexplained.reason is None
     out = console()
     assert ex.check_trace([cold], cpu_file, "cpu", console=out) == 1
     assert f"known reason: {ex.SHORT_CPU_STEPS}" in out.file.getvalue()

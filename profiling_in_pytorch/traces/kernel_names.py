@@ -537,9 +537,11 @@ def _cublas_helper(name: str, core: str) -> KernelName | None:
 
 # This suite's own Triton kernels (profiling_in_pytorch/mlp/triton_ops/): GEMMs with the GeGLU in the epilogue, named
 # like Liger's (`_geglu_..._kernel`) but not Liger's, so they are told apart before Liger's pattern can claim them.
+# Per kernel: its pass, what its epilogue adds to the product, and the ops it does by the names ATen gives them eagerly
+# (a second trace, trace-report A B, finds the first's GEMM epilogue `mm -> gelu -> mul` fused into it).
 FUSED_GEGLU = {
-    "gemm": ("forward", "x @ [gate|up].T, then gelu_tanh(gate) * up"),
-    "backward": ("backward", "dy @ W_down, then the GeGLU's derivative"),
+    "gemm": ("forward", "x @ [gate|up].T, then gelu_tanh(gate) * up", ("mm", "gelu", "mul")),
+    "backward": ("backward", "dy @ W_down, then the GeGLU's derivative", ("mm", "mul", "gelu_backward")),
 }
 
 
@@ -547,13 +549,10 @@ def _fused_geglu(name: str, core: str) -> KernelName | None:
     m = re.fullmatch(r"_geglu_(gemm|backward)(_tma)?_kernel", core)
     if not m:
         return None
-    direction, computes = FUSED_GEGLU[m.group(1)]
-    details = [("pass", direction), ("epilogue", computes)]
+    direction, epilogue, ops = FUSED_GEGLU[m.group(1)]
+    details = [("pass", direction), ("epilogue", epilogue)]
     if m.group(2):
         details.append(("loads", "TMA, persistent grid (Hopper and newer)"))
-    # The ops it does, by the names ATen gives them eagerly: a second trace (trace-report A B) finds the GEMM epilogue
-    # `mm -> gelu -> mul` of the first fused into it.
-    ops = ("mm", "gelu", "mul") if direction == "forward" else ("mm", "mul", "gelu_backward")
     return KernelName(name, core, "profiling_in_pytorch (Triton)", True, ops, tuple(details))
 
 
