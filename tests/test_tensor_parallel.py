@@ -90,6 +90,22 @@ def test_the_timings_table(cpu_run):
     assert "WRONG" not in table and "× 1 process" in result.stdout
 
 
+def test_the_timings_table_keeps_each_variant_name_whole_in_80_columns():
+    from rich.console import Console
+
+    from profiling_in_pytorch.parallel import sharded, timing
+
+    names = ["1 GPU", "1 GPU, CUDA graph"] + [sharded.describe(v, 4, graph) for v in ("plain", "overlap")
+                                               for graph in (False, True)]
+    rows = [timing.Row(name, 1234.5, 1000.0, 456.7) for name in names]
+    console = Console(width=80, record=True, color_system=None)
+    console.print(timing.table(rows, "forward µs"))
+    lines = console.export_text().splitlines()
+    assert max(map(len, lines)) <= 80
+    for name in names:
+        assert any(f"│ {name} " in line for line in lines), name
+
+
 def test_trace_report_reads_both_ranks_and_finds_the_all_reduce(cpu_run):
     _, folder = cpu_run
     ranks = [folder / f"2_4_16_32_tp2_plain_eager_fp32_cpu_rank{r}.json" for r in (0, 1)]

@@ -143,8 +143,10 @@ def table(rows: Sequence[Row], title: str) -> Table:
     """The rows as a rich table: µs per forward, × the first row (one GPU), the collectives alone, the CPU's share."""
     base = rows[0].us
     out = Table(title=title)
-    for i, name in enumerate(headers(rows)):
-        out.add_column(name, justify="left" if i == 0 else "right", overflow="fold")
+    names = headers(rows)
+    out.add_column(names[0], no_wrap=True)  # a variant's name whole; the headers of the numbers fold instead
+    for name in names[1:]:
+        out.add_column(name, justify="right", overflow="fold")
     for row in rows:
         out.add_row(*_cells(row, base))
     return out
