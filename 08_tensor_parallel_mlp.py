@@ -60,7 +60,8 @@ from profiling_in_pytorch.cli import positive_int
 from profiling_in_pytorch.mlp import POST_SIZES, SimpleGeGLUMLP
 from profiling_in_pytorch.mlp.simple import forward_elements
 from profiling_in_pytorch.parallel import runs, timing
-from profiling_in_pytorch.parallel.launch import one_voice, parse_on_every_rank, process_group, require_torchrun
+from profiling_in_pytorch.parallel.launch import leaves_at_once, one_voice, parse_on_every_rank, process_group
+from profiling_in_pytorch.parallel.launch import require_torchrun
 from profiling_in_pytorch.parallel.sharded import DEFAULT_CHUNKS, GRAPHABLE, VARIANTS, build, describe
 from profiling_in_pytorch.parallel.sharded import require_shardable
 from profiling_in_pytorch.traces import communication as comm
@@ -166,6 +167,7 @@ def profile_variant(variant, args, ranks):
     return outputs_agree
 
 
+@leaves_at_once
 @exits_cleanly
 @one_voice
 def main(argv=None):

@@ -116,6 +116,33 @@ def test_trace_report_reads_both_ranks_and_finds_the_all_reduce(cpu_run):
     assert [r["communication"]["steps"][0]["collectives"][0]["collective"] for r in payload["ranks"]] == ["AllReduce"] * 2
 
 
+RANK_MAIN = """
+import atexit, sys
+from profiling_in_pytorch.parallel.launch import leaves_at_once
+atexit.register(lambda: print(" and the teardown ran"))
+
+@leaves_at_once
+def main(how):
+    print("the rank's last line", end="")
+    if how == "raise":
+        raise SystemExit(2)
+    return int(how)
+
+main(sys.argv[1])
+"""
+
+
+def test_a_rank_leaves_with_its_code_and_its_output_and_without_the_teardown(tmp_path):
+    script = tmp_path / "rank_main.py"
+    script.write_text(RANK_MAIN)
+    buffered = {"PYTHONUNBUFFERED": "", "PYTHONPATH": str(ROOT)}  # the last line is still in stdout's buffer
+    for how, code in [("1", 1), ("raise", 2)]:
+        result = run_script(str(script), how, env={**buffered, "RANK": "1"}, timeout=120)
+        assert (result.returncode, result.stdout, result.stderr) == (code, "the rank's last line", "")
+    outside = run_script(str(script), "0", env=buffered, timeout=120)  # outside torchrun: Python's own exit
+    assert (outside.returncode, outside.stdout) == (0, "the rank's last line and the teardown ran\n")
+
+
 def test_outside_torchrun_it_says_the_command(tmp_path):
     result = run_script(LESSON, "--variant", "plain", "--trace_dir", str(tmp_path))
     assert result.returncode == 2
