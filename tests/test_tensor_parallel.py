@@ -116,6 +116,14 @@ def test_trace_report_reads_both_ranks_and_finds_the_all_reduce(cpu_run):
     assert [r["communication"]["steps"][0]["collectives"][0]["collective"] for r in payload["ranks"]] == ["AllReduce"] * 2
 
 
+def test_one_rank_runs_and_dtensor_missing_all_reduce_says_why(tmp_path):
+    result = torchrun(*TINY, "--device", "cpu", "--variant", "dtensor", "--trace_dir", str(tmp_path), nproc=1)
+    assert result.returncode == 0 and stderr_lines(result) == [], result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    missed = lines.index("  ✗ one AllReduce per step (down_proj's partial sums of y, added once)")
+    assert lines[missed + 2].startswith("      known reason: one rank: there is nothing to add up across ranks")
+
+
 RANK_MAIN = """
 import atexit, sys
 from profiling_in_pytorch.parallel.launch import leaves_at_once

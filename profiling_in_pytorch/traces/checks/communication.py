@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from profiling_in_pytorch.traces.communication import CPP_KERNEL, CPU_COMPUTE_OPS, Communication, communication
+from profiling_in_pytorch.traces.communication import trace_metadata
 from profiling_in_pytorch.traces.checks.base import Expectation, Outcome
 from profiling_in_pytorch.traces.model import Trace, per_step_count
 from profiling_in_pytorch.traces.reader import read_trace
@@ -23,6 +24,10 @@ __all__ = [
 ]
 
 NO_COLLECTIVE = "no collective in the trace: neither an NCCL kernel nor a backend's record function (gloo:all_reduce)"
+ONE_RANK = (
+    "one rank: there is nothing to add up across ranks, so DTensor issues no collective (the plain and overlapped "
+    "variants still call all_reduce, which runs on one rank too)"
+)
 ISSUED_ONLY = (
     "the trace shows the c10d ops that issued collectives, not the collectives themselves: a GPU profile without "
     "CUDA activity, or a backend that records nothing of its own"
@@ -45,10 +50,17 @@ NCCL_WAITS = (
 def _read(trace: Trace) -> Communication | Outcome:
     found = communication(trace)
     if found is None:
-        return Outcome(False, "no collective per step", NO_COLLECTIVE)
+        return Outcome(False, "no collective per step", ONE_RANK if _world_size(trace) == 1 else NO_COLLECTIVE)
     if found.where == "none":
         return Outcome(False, _issued_text(found), ISSUED_ONLY)
     return found
+
+
+def _world_size(trace: Trace) -> int | None:
+    """The world size the profiler wrote into the trace (distributedInfo), None where it wrote none."""
+    info = trace_metadata(trace.path).get("distributedInfo")
+    size = info.get("world_size") if isinstance(info, dict) else None
+    return size if isinstance(size, int) else None
 
 
 def collectives_per_step(n: int, collective: str = "AllReduce", why: str = "", claim: str = "") -> Expectation:
