@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Callable, Iterator, NoReturn, Sequence, TypeVar
+from typing import Callable, Iterator, Sequence, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -120,7 +120,7 @@ def one_voice(main: Callable[..., T]) -> Callable[..., T]:
     return wrapper
 
 
-def leaves_at_once(main: Callable[..., int | None]) -> Callable[..., NoReturn]:
+def leaves_at_once(main: Callable[..., int | None]) -> Callable[..., int | None]:
     """Under torchrun, a rank that is done exits with its code and its output flushed, skipping the interpreter's
     teardown (outside torchrun, main runs as it is).
 
