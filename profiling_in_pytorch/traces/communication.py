@@ -430,7 +430,7 @@ def read_ranks(paths: Sequence[str | Path]) -> list[RankTrace]:
     ranks = []
     for i, path in enumerate(paths):
         meta = trace_metadata(path)
-        info = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
+        info = distributed_info(meta)
         named = RANK_NAME.match(Path(path).name)
         rank = info.get("rank") if isinstance(info.get("rank"), int) else int(named["rank"]) if named else i
         trace = read_trace(path)
@@ -495,6 +495,13 @@ def trace_metadata(path: str | Path) -> dict:
     except ValueError:
         return {}
     return meta if isinstance(meta, dict) else {}
+
+
+def distributed_info(meta: dict) -> dict:
+    """The `distributedInfo` the profiler writes when a process group exists (backend, rank, world_size, ...); {}
+    where it wrote none."""
+    info = meta.get("distributedInfo")
+    return info if isinstance(info, dict) else {}
 
 
 def _is_gzip(path: str | Path) -> bool:
