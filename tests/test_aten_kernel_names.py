@@ -1,4 +1,4 @@
-"""ATen's templated kernel names, decoded to what they compute (kernel_names._aten_template): the foreach ops behind
+"""ATen's templated kernel names, decoded to what they compute (kernels.aten): the foreach ops behind
 torch.optim's foreach AdamW, the fused optimizers, elementwise functors and lambdas, kernels in anonymous namespaces.
 The names are as torch 2.11's CUDA kernels are named in H200 traces."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from profiling_in_pytorch.traces.kernel_names import decode
+from profiling_in_pytorch.traces.kernels import decode
 
 ANON = "at::native::(anonymous namespace)::"
 CASES = [

@@ -20,7 +20,7 @@ from conftest import FIXTURES, load_trace
 
 from profiling_in_pytorch.traces.checks import attention as ac
 from profiling_in_pytorch.traces import read_trace
-from profiling_in_pytorch.traces.kernel_names import decode, math_unit
+from profiling_in_pytorch.traces.kernels import decode, math_unit
 
 PART3 = FIXTURES / "h200" / "traces"
 SIZES = "8_16_1024_64"

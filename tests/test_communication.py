@@ -16,6 +16,7 @@ from tp_traces import NCCL_GENERIC, simulated_tp_run
 from profiling_in_pytorch.traces import communication as comm
 from profiling_in_pytorch.traces import checks as ex
 from profiling_in_pytorch.traces.checks import communication as cx
+from profiling_in_pytorch.traces.kernels import decode_nccl
 from profiling_in_pytorch.traces.reader import read_trace
 
 
@@ -40,22 +41,22 @@ def trace_report(*args) -> object:
     ("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", ("SendRecv", None, None, None, None)),
 ])
 def test_nccl_kernel_names_say_collective_op_dtype_algorithm_and_protocol(name, fields):
-    kernel = comm.decode_nccl(name)
+    kernel = decode_nccl(name)
     assert (kernel.collective, kernel.op, kernel.dtype, kernel.algorithm, kernel.protocol) == fields
     assert not kernel.generic and "(" not in kernel.name
 
 
 def test_what_a_name_says_in_words():
-    text = comm.decode_nccl("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)").describe()
+    text = decode_nccl("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)").describe()
     assert text.startswith("NCCL AllReduce; op Sum; bf16; ring:") and "protocol LL, low latency" in text
-    assert "fp32" in comm.decode_nccl("ncclKernel_AllReduce_RING_LL_Sum_float(x)").describe()
+    assert "fp32" in decode_nccl("ncclKernel_AllReduce_RING_LL_Sum_float(x)").describe()
 
 
 def test_the_generic_kernel_says_nothing_and_other_kernels_are_not_nccl():
-    generic = comm.decode_nccl(NCCL_GENERIC)
+    generic = decode_nccl(NCCL_GENERIC)
     assert generic.generic and generic.collective is None and "generic" in generic.describe()
-    assert comm.decode_nccl("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT") is None
-    assert comm.decode_nccl("triton_poi_fused_gelu_mul_0") is None
+    assert decode_nccl("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT") is None
+    assert decode_nccl("triton_poi_fused_gelu_mul_0") is None
 
 
 @pytest.mark.parametrize("op,collective", [

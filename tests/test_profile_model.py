@@ -157,7 +157,7 @@ def test_the_llama_s_modules_are_named_and_the_backward_counts_for_them(runs):
         assert 0 < train[module]["backward_us_per_step"] < train[module]["total_us_per_step"], module
     assert any(m.startswith("(no module) optimizer_step") for m in train)  # AdamW's loop runs outside the model
     kinds = {k["kind"] for k in report_json(folder / TRACES["train"])["summary"]["by_kind"]}
-    assert {"GEMM", "optimizer", "attention", "elementwise", "reduction and norm"} <= kinds
+    assert {"GEMM", "optimizer", "attention", "elementwise", "reduction"} <= kinds  # the RMSNorm: pow, mean, rsqrt on a CPU
 
 
 def test_a_user_module_takes_keyword_inputs_moved_to_the_device_and_dtype(runs):

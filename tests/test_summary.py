@@ -12,7 +12,7 @@ from conftest import FIXTURES, run_script
 from synthetic_traces import LAYER_FORWARD, training_trace
 
 from profiling_in_pytorch.traces import read_trace
-from profiling_in_pytorch.traces.kernel_names import decode
+from profiling_in_pytorch.traces.kernels import decode
 from profiling_in_pytorch.traces.pace import verdict as judge
 from profiling_in_pytorch.traces.summary import KINDS, kind_of_kernel, summarize
 

@@ -19,7 +19,7 @@ from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from profiling_in_pytorch.errors import UsageError
 from profiling_in_pytorch.traces import diff, pace, read_trace, source, trace_to_dict, verdict
-from profiling_in_pytorch.traces.kernel_names import decode, is_gemm, short_name, split_fused_ops
+from profiling_in_pytorch.traces.kernels import decode, is_gemm, short_name, split_fused_ops
 
 
 @pytest.fixture(scope="module")

@@ -46,7 +46,7 @@ from profiling_in_pytorch.traces import fusion, read_trace
 from profiling_in_pytorch.traces.checks import Expectation, check_trace
 from profiling_in_pytorch.traces.checks import announce as print_expectations
 from profiling_in_pytorch.traces.picture import picture_path, write_picture
-from profiling_in_pytorch.traces.kernel_names import short_name
+from profiling_in_pytorch.traces.kernels import short_name
 
 TABLE_ROWS = 15
 OP_NAME_MIN, OP_NAME_MAX = 12, 60  # the op table's name column, in characters

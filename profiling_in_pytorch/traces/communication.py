@@ -40,98 +40,9 @@ from rich.table import Table
 
 from profiling_in_pytorch.console import Console
 from profiling_in_pytorch.errors import UsageError
+from profiling_in_pytorch.traces.kernels.collectives import GENERIC_NOTE, NcclKernel, decode_nccl
 from profiling_in_pytorch.traces.model import CpuOp, GpuWork, Trace, per_step_count
 from profiling_in_pytorch.traces.reader import read_trace
-
-# --- what an NCCL kernel's name says --------------------------------------------------------------------------
-
-COLLECTIVES = ("AllReduce", "ReduceScatter", "Reduce", "AllGather", "Broadcast", "AllToAll", "SendRecv", "Barrier")
-_COLL = "|".join(COLLECTIVES)
-_ALGO = "RING|TREE|COLLNET_DIRECT|COLLNET_CHAIN|NVLS_TREE|NVLS|PAT"
-_PROTO = "LL128|LL|SIMPLE"
-# NCCL 2.19 on: ncclDevKernel_{collective}[_{op}_{type}]_{algorithm}_{protocol}; reductions carry op and type.
-_DEV_KERNEL = re.compile(
-    rf"^ncclDevKernel_(?P<coll>{_COLL})(?:_(?P<op>Sum|Prod|MinMax|Min|Max|PreMulSum|SumPostDiv)_(?P<type>[a-z0-9]+))?"
-    rf"(?:_(?P<algo>{_ALGO}))?(?:_(?P<proto>{_PROTO}))?$"
-)
-# Before 2.19: ncclKernel_{collective}_{algorithm}_{protocol}_{op}_{C type} (every kernel carries an op and a type).
-_OLD_KERNEL = re.compile(
-    rf"^ncclKernel_(?P<coll>{_COLL})_(?P<algo>{_ALGO})_(?P<proto>{_PROTO})"
-    r"_(?P<op>Sum|Prod|Min|Max|PreMulSum|SumPostDiv)_(?P<type>\w+)$"
-)
-_GENERIC = re.compile(r"^ncclDevKernel_Generic(?:_\d+)?$")
-_ANY_NCCL = re.compile(r"^nccl(?:Dev)?Kernel_")
-
-DTYPES = {
-    "i8": "int8", "int8_t": "int8", "u8": "uint8", "uint8_t": "uint8", "i32": "int32", "int32_t": "int32",
-    "u32": "uint32", "uint32_t": "uint32", "i64": "int64", "int64_t": "int64", "u64": "uint64", "uint64_t": "uint64",
-    "f16": "fp16", "half": "fp16", "f32": "fp32", "float": "fp32", "f64": "fp64", "double": "fp64",
-    "bf16": "bf16", "__nv_bfloat16": "bf16", "f8e4m3": "fp8 e4m3", "__nv_fp8_e4m3": "fp8 e4m3",
-    "f8e5m2": "fp8 e5m2", "__nv_fp8_e5m2": "fp8 e5m2",
-}
-ALGORITHMS = {
-    "RING": "ring: each rank passes chunks to the next, 2(N-1)/N of the data through every link",
-    "TREE": "tree: reduce up a tree, broadcast back down",
-    "NVLS": "NVLS: the NVSwitch reduces, through NVLink multicast",
-    "NVLS_TREE": "NVLS tree: NVLink SHARP within a node, a tree between nodes",
-    "COLLNET_DIRECT": "CollNet direct: the network reduces",
-    "COLLNET_CHAIN": "CollNet chain: the network reduces",
-    "PAT": "PAT: parallel aggregated trees",
-}
-PROTOCOLS = {
-    "LL": "LL, low latency: 8-byte stores of 4 data bytes and a 4-byte flag, half the link's bandwidth, small messages",
-    "LL128": "LL128: 128-byte lines carrying 8 bytes of flag, nearly the link's bandwidth at low latency",
-    "SIMPLE": "Simple: large chunks and a fence per chunk, the link's full bandwidth, the highest latency",
-}
-GENERIC_NOTE = (
-    "NCCL's generic kernel: collective, type and protocol are picked at run time from a table, so the name does not "
-    "say them; the op that launched it does"
-)
-
-
-@dataclass(frozen=True)
-class NcclKernel:
-    """What an NCCL kernel's name says; fields it does not say are None (all of them for the generic kernel)."""
-
-    name: str  # as in the trace, arguments left out
-    collective: str | None
-    op: str | None = None
-    dtype: str | None = None  # the trace's spelling: bf16, f32, float, __nv_bfloat16, ...
-    algorithm: str | None = None
-    protocol: str | None = None
-
-    @property
-    def generic(self) -> bool:
-        return self.collective is None
-
-    def describe(self) -> str:
-        if self.generic:
-            return GENERIC_NOTE
-        parts = [f"NCCL {self.collective}"]
-        if self.op:
-            parts.append(f"op {self.op}")
-        if self.dtype:
-            parts.append(DTYPES.get(self.dtype, self.dtype))
-        if self.algorithm:
-            parts.append(ALGORITHMS.get(self.algorithm, self.algorithm))
-        if self.protocol:
-            parts.append(f"protocol {PROTOCOLS.get(self.protocol, self.protocol)}")
-        return "; ".join(parts)
-
-
-def decode_nccl(name: str) -> NcclKernel | None:
-    """An NCCL (or RCCL) kernel's name read into its fields; None for any other kernel."""
-    base = name.split("(", 1)[0].strip()
-    if not _ANY_NCCL.match(base):
-        return None
-    if _GENERIC.match(base):
-        return NcclKernel(base, None)
-    found = _DEV_KERNEL.match(base) or _OLD_KERNEL.match(base)
-    if found is None:  # a kernel of NCCL's that follows neither pattern: its collective is its second word
-        word = base.split("_")[1] if base.count("_") else base
-        return NcclKernel(base, word if word in COLLECTIVES else None)
-    return NcclKernel(base, found["coll"], found["op"], found["type"], found["algo"], found["proto"])
-
 
 # What the ops and record functions of torch.distributed are called: c10d's ops on the caller's thread, and the
 # record functions the backends open around the collective itself (`gloo:all_reduce`, `nccl:all_reduce`).

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from profiling_in_pytorch.traces import fusion
-from profiling_in_pytorch.traces.kernel_names import decode
+from profiling_in_pytorch.traces.kernels import decode
 from profiling_in_pytorch.traces.model import WHOLE_TRACE, RuntimeCall, Trace, rounded
 from profiling_in_pytorch.traces.pace import verdict
 

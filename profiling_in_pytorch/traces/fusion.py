@@ -46,15 +46,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from profiling_in_pytorch.traces.kernel_names import VIEW_OPS, decode
+from profiling_in_pytorch.traces.kernels import (ATTENTION, CONVOLUTION, COPY, ELEMENTWISE, GEMM, MEMORY_BOUND, VIEW_OPS,
+                                                 decode, kind_of_kernel, kind_of_op)
 from profiling_in_pytorch.traces.model import CpuOp, GpuWork, Trace, per_step_count, rounded
 from profiling_in_pytorch.traces.op_bytes import Traffic, compute_output, op_traffic, shape_text, tensor_inputs
-from profiling_in_pytorch.traces.summary import (ATTENTION, COPY, ELEMENTWISE, GEMM, REDUCTION, kind_of_kernel,
-                                                 kind_of_op)
 
 CHAIN, EPILOGUE, PROLOGUE = "chain", "GEMM epilogue", "GEMM prologue"
-MEMORY_BOUND = {ELEMENTWISE, REDUCTION, COPY}
-COMPUTE = {GEMM, ATTENTION}
+COMPUTE = {GEMM, ATTENTION, CONVOLUTION}
 # Nominal peak memory bandwidth in GB/s (1e9 bytes/s), by the name CUDA gives the GPU (the trace's deviceProperties).
 BANDWIDTH_GBS = {
     "NVIDIA H200": 4800.0,

@@ -7,7 +7,7 @@ from rich.table import Table
 
 from profiling_in_pytorch.console import Console
 from profiling_in_pytorch.traces.fusion import CHAIN, Candidate, Fusion, mb
-from profiling_in_pytorch.traces.kernel_names import decode
+from profiling_in_pytorch.traces.kernels import decode
 from profiling_in_pytorch.traces.model import per_step_count
 
 TITLE = "Where fusion would pay"

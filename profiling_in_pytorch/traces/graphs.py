@@ -28,7 +28,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from profiling_in_pytorch.console import Console
-from profiling_in_pytorch.traces.kernel_names import decode
+from profiling_in_pytorch.traces.kernels import decode
 from profiling_in_pytorch.traces.model import GpuWork, RuntimeCall, Trace
 from profiling_in_pytorch.traces.timeline import busy_time
 

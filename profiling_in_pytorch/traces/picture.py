@@ -35,7 +35,7 @@ from typing import Any, NamedTuple, Sequence
 
 from profiling_in_pytorch.errors import UsageError
 from profiling_in_pytorch.files import write_atomically
-from profiling_in_pytorch.traces.kernel_names import decode
+from profiling_in_pytorch.traces.kernels import decode
 
 # The figure: 16 in wide at 100 dpi, row titles in the left margin; the plot itself is PLOT_WIDTH_PX wide.
 DPI = 100

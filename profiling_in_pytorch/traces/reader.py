@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from profiling_in_pytorch.errors import UsageError, first_line
+from profiling_in_pytorch.traces.device import gpu_label
 from profiling_in_pytorch.traces.model import WHOLE_TRACE, CpuOp, GpuWork, RuntimeCall, Step, Trace, skipped_reasons
 from profiling_in_pytorch.traces.source import TraceSource, open_text
 
@@ -251,15 +252,12 @@ class _Collector:
             outside.sort(key=lambda item: item.ts)
 
         labels = Counter(op.name for op in self.ops if op.is_label)
-        device = None
         device_properties: dict = {}
         props = meta.get("deviceProperties")
         if isinstance(props, list) and props and isinstance(props[0], dict):
             device_properties = props[0]
-            device = props[0].get("name")
-            major, minor = props[0].get("computeMajor"), props[0].get("computeMinor")
-            if device and major is not None:
-                device = f"{device} (sm{major}{minor or 0})"
+        kernels = {work.name for work in self.gpu if work.kind == "kernel"}
+        device = gpu_label(device_properties, kernels, {call.name for call in self.runtime})
         if not self.gpu:
             notes.append("no GPU work in the trace: a CPU-only profile (or CUDA activity was not recorded)")
         return Trace(

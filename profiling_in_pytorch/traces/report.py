@@ -39,7 +39,7 @@ from profiling_in_pytorch.traces.export import runtime_rows, trace_to_dict
 from profiling_in_pytorch.traces.fusion_report import print_fusion
 from profiling_in_pytorch.traces import communication as comm
 from profiling_in_pytorch.traces import fusion, graphs  # fusion candidates (fusion.py), CUDA graph replays (graphs.py)
-from profiling_in_pytorch.traces.kernel_names import decode
+from profiling_in_pytorch.traces.kernels import decode
 from profiling_in_pytorch.traces.model import Step, Trace, per_step_count
 from profiling_in_pytorch.traces.pace import Verdict, verdict
 from profiling_in_pytorch.traces.picture import choose_step, gpu_counts, picture_path, step_flag, write_picture

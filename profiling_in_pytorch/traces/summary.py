@@ -33,47 +33,25 @@ Like the rest of this package, no torch here.
 from __future__ import annotations
 
 import bisect
-import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
 from rich.markup import escape
 from rich.table import Table
 
 from profiling_in_pytorch.console import Console, name_width
-from profiling_in_pytorch.traces.kernel_names import decode
+from profiling_in_pytorch.traces.kernels import COPY, KINDS, decode, in_optimizer, kind_of_kernel, kind_of_op
+from profiling_in_pytorch.traces.kernels.kinds import MODULE_PREFIX
 from profiling_in_pytorch.traces.model import Trace
 from profiling_in_pytorch.traces.pace import MIN_GAP_US, Verdict, verdict as judge
 from profiling_in_pytorch.traces.reader import read_trace
 
-MODULE_PREFIX = "nn.Module: "
 BACKWARD_SUFFIX = ".backward"
 CHAIN_SEPARATOR = " > "
-OPTIMIZER_RANGES = ("Optimizer.step#", "Optimizer.zero_grad#")  # torch.optim opens these around its work
 
-GEMM, ATTENTION, ELEMENTWISE, REDUCTION = "GEMM", "attention", "elementwise", "reduction and norm"
-OPTIMIZER, COPY, COMMUNICATION, OTHER = "optimizer", "copy and memset", "communication", "other"
-KINDS = (GEMM, ATTENTION, ELEMENTWISE, REDUCTION, OPTIMIZER, COPY, COMMUNICATION, OTHER)
 TOP_KERNELS = 12
 SHORT_STEP_KERNELS = 40  # per-step lists print by themselves up to this many kernels (or CPU ops) per step
-
-_COMMUNICATION = re.compile(r"nccl|c10d::|gloo|all_?reduce|all_?gather|reduce_?scatter|all_to_all|broadcast_", re.I)
-_ATTENTION = re.compile(r"flash|fmha|attention|attn|sdpa|cutlassF|cutlassB|cudnn_generated_fort_native_sdpa", re.I)
-_REDUCTION = re.compile(
-    r"norm|softmax|^(sum|mean|var|std|var_mean|max|min|amax|amin|argmax|argmin|logsumexp|cumsum|prod|all|any)$"
-    r"|nll_loss|cross_entropy|reduce|split-K", re.I)
-_COPY = re.compile(r"^(copy|copy_|_to_copy|to|clone|contiguous|fill|fill_|zero|zero_|zeros|zeros_like|ones|ones_like"
-                   r"|full|full_like|new_zeros|cat|stack|index_select|embedding|gather|index|index_put|_index_put_impl_"
-                   r"|index_put_|scatter|arange|masked_scatter|triu/tril|triu|tril|memcpy|memset)$")
-_ELEMENTWISE = re.compile(
-    r"^(add|sub|rsub|mul|div|neg|pow|rsqrt|sqrt|exp|log|log1p|tanh|sigmoid|silu|gelu|relu|threshold|where|masked_fill"
-    r"|lerp|addcmul|addcdiv|clamp|clamp_min|clamp_max|abs|sin|cos|reciprocal|dropout|native_dropout|bernoulli|erf"
-    r"|maximum|minimum|eq|ne|lt|gt|le|ge|compare|sign|square|logical_not|bitwise_and|bitwise_or|floor|ceil|round"
-    r"|(?!embedding)\w+_backward)$")
-_GEMM_OPS = re.compile(r"^(mm|addmm|bmm|baddbmm|matmul|linear|_addmm_activation|addbmm|addmv|mv|dot|einsum|_scaled_mm)$")
-
 
 # --- what the summary holds ----------------------------------------------------------------------------------
 
@@ -217,7 +195,8 @@ def _summarize_gpu(trace: Trace, verdict: str) -> Summary:
     if not_linked:
         notes.append(f"{not_linked} GPU work items are linked to no launch call (no correlation id or arrow matches "
                      "one): their launching op and module are unknown")
-    tally = _Tally(groups, lambda kind, name, place: COPY if kind != "kernel" else kind_of_kernel(name, place.in_optimizer))
+    tally = _Tally(groups, lambda kind, name, place, launched_by: COPY if kind != "kernel" else kind_of_kernel(
+        name, place.in_optimizer, launched_by))
     return Summary(
         trace=trace.name, on_gpu=True, steps=len(trace.steps), total_us=tally.total_us, items=tally.items,
         max_per_step=max((len(step.kernels) for step in trace.steps), default=0), kinds=tally.kind_rows(),
@@ -244,7 +223,7 @@ def _summarize_cpu(trace: Trace, verdict: str) -> Summary:
                 group[0] += op.self_us
                 group[1] += 1
         per_step.append(len(names))  # the rows of the step's op table
-    tally = _Tally(groups, lambda kind, name, place: _kind_of_op(name, place.in_optimizer))
+    tally = _Tally(groups, lambda kind, name, place, launched_by: kind_of_op(name, place.in_optimizer))
     return Summary(
         trace=trace.name, on_gpu=False, steps=len(trace.steps), total_us=tally.total_us, items=tally.items,
         max_per_step=max(per_step, default=0), kinds=tally.kind_rows(), modules=tally.modules.rows(_module_calls(trace)),
@@ -265,7 +244,7 @@ class _Tally:
             place = places.get(path)
             if place is None:
                 place = places[path] = _Place.of(path)
-            kind = kind_of(item, name, place)
+            kind = kind_of(item, name, place, launched_by)
             row = self.kinds[kind]
             row[0] += us
             row[1] += count
@@ -314,8 +293,8 @@ class _Place:
                 break
         if not backward:
             chain = tuple(name[len(MODULE_PREFIX) :] for name in path if name.startswith(MODULE_PREFIX))
-        in_optimizer = any(name.startswith(OPTIMIZER_RANGES) for name in path)
-        return cls(chain, backward, in_optimizer, path[0] if path else "")
+        optimizer = in_optimizer(path)
+        return cls(chain, backward, optimizer, path[0] if path else "")
 
 
 @dataclass
@@ -381,68 +360,6 @@ def short_and_decoded(kind: str, name: str) -> tuple[str, str]:
         return name, ""
     decoded = decode(name)
     return decoded.short, decoded.describe()
-
-
-# --- kinds ---------------------------------------------------------------------------------------------------
-
-
-@lru_cache(maxsize=8192)  # a model's trace repeats a few hundred names; their regexes cost 70 µs a call
-def kind_of_kernel(name: str, in_optimizer: bool = False) -> str:
-    """A kernel's kind of work, from its decoded name (and whether it ran inside the optimizer's step)."""
-    if _COMMUNICATION.search(name):
-        return COMMUNICATION
-    decoded = decode(name)
-    ops = decoded.compute_ops or decoded.ops
-    if in_optimizer or any(op.startswith(("_foreach_", "_fused_")) for op in ops):
-        return OPTIMIZER
-    if _ATTENTION.search(name):
-        return ATTENTION
-    if decoded.is_gemm or decoded.family.startswith("cuBLAS") or decoded.family == "CUTLASS":
-        return GEMM
-    if decoded.family.startswith("Inductor"):
-        inductor = decoded.inductor_kind
-        return REDUCTION if "reduction" in inductor else OPTIMIZER if inductor == "foreach" else ELEMENTWISE
-    return _kind_of_op_names(ops) or (ELEMENTWISE if "elementwise" in name else OTHER)
-
-
-@lru_cache(maxsize=8192)
-def _kind_of_op(name: str, in_optimizer: bool) -> str:
-    """A CPU op's kind: by its name (`aten::mm` a GEMM, `aten::add_` elementwise, ...)."""
-    if name.startswith(MODULE_PREFIX):
-        return OTHER  # a module range's own time: Python between the ops (`nn.Module: LlamaAttention` is no attention)
-    if _COMMUNICATION.search(name):
-        return COMMUNICATION
-    if in_optimizer or name.startswith(("aten::_foreach_", "aten::_fused_adam", "aten::_fused_sgd")):
-        return OPTIMIZER
-    if _ATTENTION.search(name):
-        return ATTENTION
-    if name.startswith("cpp_fused_") or name.startswith("triton_"):  # Inductor's kernels in a CPU trace
-        return kind_of_kernel(name.replace("cpp_fused_", "triton_poi_fused_"), in_optimizer)
-    if not name.startswith("aten::"):
-        return OTHER  # labels' and autograd's own boxes, module ranges: the framework's time between ops
-    op_name = name[len("aten::") :]
-    if _GEMM_OPS.match(op_name):
-        return GEMM
-    return _kind_of_op_names((op_name.rstrip("_") if not op_name.startswith("_") else op_name,)) or OTHER
-
-
-def kind_of_op(name: str) -> str:
-    """A CPU op's kind by its name alone (`aten::mm` a GEMM, `aten::gelu` elementwise), outside any optimizer: what
-    `fusion` asks of the op that launched a kernel."""
-    return _kind_of_op(name, False)
-
-
-def _kind_of_op_names(ops) -> str | None:
-    for op in ops:
-        if _GEMM_OPS.match(op):
-            return GEMM
-        if _COPY.match(op):
-            return COPY
-        if _REDUCTION.search(op):
-            return REDUCTION
-        if _ELEMENTWISE.match(op):
-            return ELEMENTWISE
-    return None
 
 
 # --- idle time -----------------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from typing import Callable, Mapping, Sequence
 
 from profiling_in_pytorch.traces.checks.base import NO_GPU, Expectation, Outcome
 from profiling_in_pytorch.traces.checks.dispatch import VIEW_LIKE
-from profiling_in_pytorch.traces.kernel_names import VIEW_OPS, decode, math_unit, split_fused_ops
+from profiling_in_pytorch.traces.kernels import VIEW_OPS, decode, math_unit, split_fused_ops
 from profiling_in_pytorch.traces.model import CpuOp, GpuWork, Phase, Step, Trace
 from profiling_in_pytorch.traces.reader import read_trace
 from profiling_in_pytorch.traces.timeline import busy_time

@@ -25,7 +25,7 @@ from rich.markup import escape
 
 from profiling_in_pytorch.console import Console
 from profiling_in_pytorch.files import twin_trace
-from profiling_in_pytorch.traces.kernel_names import decode, split_fused_ops
+from profiling_in_pytorch.traces.kernels import decode, split_fused_ops
 from profiling_in_pytorch.traces.model import CpuOp, Step, Trace
 from profiling_in_pytorch.traces.reader import read_trace
 

@@ -25,7 +25,7 @@ from profiling_in_pytorch.traces.checks.base import (
     per_step_counts,
     top_ops,
 )
-from profiling_in_pytorch.traces.kernel_names import METADATA_OPS
+from profiling_in_pytorch.traces.kernels import METADATA_OPS
 from profiling_in_pytorch.traces.model import CpuOp, Trace, per_step_count
 
 __all__ = [

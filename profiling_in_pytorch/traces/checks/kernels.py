@@ -42,7 +42,7 @@ from profiling_in_pytorch.traces.checks.base import (
     read_other_trace,
     top_ops,
 )
-from profiling_in_pytorch.traces.kernel_names import decode
+from profiling_in_pytorch.traces.kernels import decode
 from profiling_in_pytorch.traces.model import GpuWork, Step, Trace, per_step_count
 
 __all__ = [

@@ -25,7 +25,7 @@ from profiling_in_pytorch.traces.checks.base import (
     or_list,
     per_step_counts,
 )
-from profiling_in_pytorch.traces.kernel_names import decode
+from profiling_in_pytorch.traces.kernels import decode
 from profiling_in_pytorch.traces.model import CpuOp, GpuWork, Phase, Trace, per_step_count
 
 __all__ = [

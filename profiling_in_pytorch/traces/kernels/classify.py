@@ -1,0 +1,86 @@
+"""Which kind of work (kinds.KINDS) a kernel or a CPU op does.
+
+`kind_of_kernel(name, in_optimizer, launched_by)` reads, in order: what the decoded name commits to (a family's
+decoder sets it), the ops the name lists, and last the op that launched it, for names that say nothing
+(`void (anonymous namespace)::elementwise_kernel_with_index<...>`; vLLM's `_C::fused_add_rms_norm` launches a
+normalization whatever its kernel is called). No torch here.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from profiling_in_pytorch.traces.kernels.decode import decode
+from profiling_in_pytorch.traces.kernels.kinds import (COMMUNICATION, ELEMENTWISE, GEMM, INDEXING, MODULE_PREFIX,
+                                                       NORMALIZATION, OPTIMIZER, OTHER, REDUCTION, ROUTING, kind_of_ops,
+                                                       kind_of_words)
+
+_COMMUNICATION = re.compile(r"nccl|rccl|c10d::|gloo|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast_"
+                            r"|symmetric_memory|_c10d_functional", re.I)
+_OPTIMIZER_RANGES = ("Optimizer.step#", "Optimizer.zero_grad#")
+
+
+@lru_cache(maxsize=8192)  # a model's trace repeats a few hundred names; their regexes cost 70 µs a call
+def kind_of_kernel(name: str, in_optimizer: bool = False, launched_by: str | None = None) -> str:
+    """A kernel's kind of work: from its decoded name, the ops it lists, whether it ran inside the optimizer's step,
+    and last the op that launched it."""
+    decoded = decode(name)
+    if decoded.work == COMMUNICATION or (not decoded.family and _COMMUNICATION.search(name)):
+        return COMMUNICATION
+    ops = decoded.compute_ops or decoded.ops
+    if in_optimizer or any(op.startswith(("_foreach_", "_fused_")) for op in ops):
+        return OPTIMIZER
+    if decoded.work:
+        return decoded.work
+    if decoded.is_gemm:
+        return GEMM
+    if decoded.family.startswith("Inductor"):
+        inductor = decoded.inductor_kind
+        if "reduction" in inductor:
+            if "rsqrt" in ops and {"mean", "var_mean", "var", "sum"} & set(ops):
+                return NORMALIZATION  # x * rsqrt(mean(x²) + eps): an RMSNorm or LayerNorm, fused
+            return kind_of_ops(ops) if kind_of_ops(ops) in (NORMALIZATION, ROUTING, INDEXING) else REDUCTION
+        return OPTIMIZER if inductor == "foreach" else (kind_of_ops(ops) or ELEMENTWISE)
+    found = kind_of_ops(ops)
+    if found:
+        return found
+    if launched_by:
+        by_op = _kind_of_op(launched_by, False)
+        if by_op != OTHER:
+            return by_op
+    # A kernel of no known family, launched from no op that says (a Triton kernel a library wrote, `sage_fwd`,
+    # `kernel_unified_attention_2d`): its name's words, as for the libraries' kernels.
+    return kind_of_words(decoded.short.split("<", 1)[0]) or kind_of_words(decoded.name.split("<", 1)[0]) or OTHER
+
+
+@lru_cache(maxsize=8192)
+def _kind_of_op(name: str, in_optimizer: bool) -> str:
+    """A CPU op's kind: by its name (`aten::mm` a GEMM, `aten::add_` elementwise, `_C::rms_norm` a normalization)."""
+    if name.startswith(MODULE_PREFIX):
+        return OTHER  # a module range's own time: Python between the ops (`nn.Module: LlamaAttention` is no attention)
+    if _COMMUNICATION.search(name):
+        return COMMUNICATION
+    if in_optimizer or name.startswith(("aten::_foreach_", "aten::_fused_adam", "aten::_fused_sgd")) or name.startswith(
+            _OPTIMIZER_RANGES):
+        return OPTIMIZER
+    if name.startswith("cpp_fused_") or name.startswith("triton_"):  # Inductor's kernels in a CPU trace
+        return kind_of_kernel(name.replace("cpp_fused_", "triton_poi_fused_"), in_optimizer)
+    if "::" not in name:
+        return OTHER  # labels' and autograd's own boxes, module ranges: the framework's time between ops
+    namespace, op_name = name.split("::", 1)
+    if namespace in ("autograd", "torch", "profiler") or op_name.startswith("engine::"):
+        return OTHER
+    op_name = op_name.rsplit("::", 1)[-1]
+    return kind_of_ops((op_name.rstrip("_") if not op_name.startswith("_") else op_name,)) or OTHER
+
+
+def kind_of_op(name: str, in_optimizer: bool = False) -> str:
+    """A CPU op's kind by its name (`aten::mm` a GEMM, `aten::gelu` elementwise); inside an optimizer's step, the
+    optimizer's. What the CPU summary and `fusion` ask of an op."""
+    return _kind_of_op(name, in_optimizer)
+
+
+def in_optimizer(path: tuple[str, ...]) -> bool:
+    """Whether a box's path runs inside torch.optim's `Optimizer.step#...` range."""
+    return any(name.startswith(_OPTIMIZER_RANGES) for name in path)
