@@ -36,8 +36,12 @@ ADD = ("void at::native::vectorized_elementwise_kernel<8, at::native::CUDAFuncto
        "std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)")
 MASKED_FILL = ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::"
                "masked_fill_kernel(at::TensorIterator&, c10::Scalar const&)::{lambda()#1}>(int)")
+SILU = ("void at::native::vectorized_elementwise_kernel<8, at::native::silu_kernel(at::TensorIteratorBase&)::"
+        "{lambda()#1}::operator()() const::{lambda()#4}::operator()() const::{lambda(c10::BFloat16)#1}, "
+        "std::array<char*, 2ul> >(int)")
 KERNELS = {"aten::mm": NVJET, "aten::gelu": GELU, "aten::mul": MUL, "aten::add": ADD, "aten::add_": ADD,
-           "aten::masked_fill_": MASKED_FILL, "aten::gather": MUL}  # any elementwise kernel does for gather's
+           "aten::masked_fill_": MASKED_FILL, "aten::gather": MUL,  # any elementwise kernel does for gather's
+           "aten::silu": SILU}
 
 
 class Op(NamedTuple):
@@ -51,13 +55,46 @@ def op(name: str, *inputs, us: float = 10.0, stream: int = 7) -> Op:
     return Op(name, inputs, us, stream)
 
 
-def write_trace(path: Path, steps: list[list[Op]], *, shapes: bool = True, device: str = "NVIDIA H200") -> Path:
+class Module(NamedTuple):
+    """A module call: an `nn.Module: X` range around its ops and calls, as profile_model.py records it."""
+
+    name: str
+    body: tuple  # Op or Module, in order
+
+
+def module(name: str, *body) -> Module:
+    return Module(name, body)
+
+
+def flat(items, depth: int = 0):
+    """(depth, Op) and (depth, "enter"/"leave", Module), in order."""
+    for item in items:
+        if isinstance(item, Module):
+            yield depth, "enter", item
+            yield from flat(item.body, depth + 1)
+            yield depth, "leave", item
+        else:
+            yield depth, item
+
+
+def write_trace(path: Path, steps: list[list], *, shapes: bool = True, device: str = "NVIDIA H200") -> Path:
     """A trace of `steps`, each op a cpu_op (with its shapes and types when `shapes`) launching its kernel on its
-    stream, the kernels of a stream one after the other."""
+    stream, the kernels of a stream one after the other; each module a user_annotation range around its body."""
     events, t, correlation, free = [], 1000.0, 0, {}
-    for number, ops in enumerate(steps, 2):
+    for number, items in enumerate(steps, 2):
         start = t
-        for o in ops:
+        opened = []
+        for depth, *entry in flat(items):
+            if len(entry) == 2:  # a module call: from just before its first op to just after its last one
+                what, call = entry
+                if what == "enter":
+                    opened.append(t - 1 + 0.1 * depth)
+                else:
+                    begin = opened.pop()
+                    events.append({"ph": "X", "cat": "user_annotation", "name": f"nn.Module: {call.name}", "pid": 1,
+                                   "tid": 1, "ts": begin, "dur": t - 1 - 0.1 * depth - begin, "args": {}})
+                continue
+            (o,) = entry
             correlation += 1
             args = {"Input Dims": [list(s) for s, _ in o.inputs], "Input type": [k for _, k in o.inputs]}
             args = args if shapes else {}
@@ -228,6 +265,98 @@ def test_the_bandwidth_flag_and_an_unknown_gpu(tmp_path, capsys):
     assert stop.value.code == 2 and "GB/s" in capsys.readouterr().err
 
 
+# --- split chains: pointwise ops the data links across a GEMM on other data (fusion_dataflow) ----------------------
+
+TOKENS, HIDDEN, INNER = 256, 512, 1024
+XS = (TOKENS, HIDDEN)  # the MLP's input
+GATE = (TOKENS, INNER)  # the gate and up projections' outputs, silu's output: 256 x 1024
+S_BYTES = TOKENS * INNER * 2  # one of them in bf16
+
+
+def swiglu(*, gate: tuple = GATE, up: tuple = GATE, up_type: str = BF16, silu_module: bool = True) -> list:
+    """A Llama MLP's ops as eager runs them: gate GEMM, silu, up GEMM, mul, down GEMM. The up projection's output
+    is `up` (in `up_type`), and the mul reads two of those."""
+    silu = op("aten::silu", (gate, BF16), us=4.0)
+    return [op("aten::mm", (XS, BF16), ((HIDDEN, gate[1]), BF16), us=30.0),
+            module("SiLUActivation", silu) if silu_module else silu,
+            op("aten::mm", ((up[0], HIDDEN), BF16), ((HIDDEN, up[1]), BF16), us=30.0),
+            op("aten::mul", (up, up_type), (up, up_type), us=6.0),
+            op("aten::mm", (up, up_type), ((up[1], HIDDEN), BF16), us=30.0)]
+
+
+def split_chains(found: list[dict]) -> list[dict]:
+    return [c for c in found if c["kind"] == fusion.SPLIT_CHAIN]
+
+
+def test_silu_and_mul_split_by_the_up_gemm_are_joined(tmp_path, capsys):
+    path = write_trace(tmp_path / "t.json", [[module("LlamaMLP", *swiglu())]] * 2)
+    found = candidates(capsys, path)
+    (split,) = split_chains(found)
+    assert split["ops"] == ["aten::silu", "aten::mul"] and split["across"] == ["aten::mm"]
+    assert split["count"] == 2 and split["per_step"] == 1 and split["shape"] == "256×1024 bf16"
+    # silu: g in, s out; mul: s and u in, h out (5 tensors of 256 x 1024); fused: g and u in, h out
+    assert split["bytes_now"] == 5 * S_BYTES and split["bytes_fused"] == 3 * S_BYTES
+    assert split["measured_us_per_step"] == pytest.approx(4.0 + 6.0)
+    # as a chain's: the fused bytes at the kernels' own rate (5 tensors in 10 µs, far under 4.8 TB/s), 3/5 of the time
+    assert split["predicted_us"] == pytest.approx(10.0 * 3 / 5, abs=1e-3)
+    assert split["floor_us"] == pytest.approx(3 * S_BYTES / (H200_GBS * 1e3), abs=1e-3)
+    assert "inferred from shapes and order" in split["link"] and "mm" in split["link"]
+    # the stream's own candidates stay: silu and mul never touch there, each is its GEMM's epilogue
+    assert not [c for c in found if c["kind"] == fusion.CHAIN]
+    epilogues = {tuple(c["ops"]) for c in found if c["kind"] == fusion.EPILOGUE}
+    assert epilogues == {("aten::mm", "aten::silu"), ("aten::mm", "aten::mul")}
+    # chains, split or not, rank before the GEMMs' epilogues and prologues
+    assert found[0]["kind"] == fusion.SPLIT_CHAIN
+    assert fusion.first_rows(read_trace(path), n=1)[0].startswith(
+        "silu → mul (split by mm on the stream; the link inferred from shapes and order, 1/step, 256×1024 bf16)")
+    assert main([str(path), "--steps", "0"]) == 0
+    # the table folds the ops' cell over lines: the column's pieces, in order, joined
+    ops_column = " ".join(line.split("│")[2].strip() for line in capsys.readouterr().out.splitlines()
+                          if line.startswith("│"))
+    assert "silu → mul (split by mm on the stream; the link inferred from shapes and order)" in ops_column
+
+
+@pytest.mark.parametrize("up, up_type", [((TOKENS, 2 * INNER), BF16), ((INNER, TOKENS), BF16), (GATE, "float")],
+                         ids=["another size", "the same size, another shape", "another type"])
+def test_a_split_pair_whose_shapes_do_not_match_is_not_joined(tmp_path, capsys, up, up_type):
+    # the mul reads 256 x 2048, 1024 x 256 or fp32 tensors: not what silu wrote, whatever the order says
+    path = write_trace(tmp_path / "t.json", [[module("LlamaMLP", *swiglu(up=up, up_type=up_type))]])
+    found = candidates(capsys, path)
+    assert split_chains(found) == [] and any(c["ops"] == ["aten::mm", "aten::silu"] for c in found)
+
+
+def test_a_split_pair_in_two_module_calls_is_not_joined(tmp_path, capsys):
+    # silu ends one call of LlamaMLP and the mul starts the next call: the same shapes, but another call's data
+    gate_gemm, silu, up_gemm, mul, down_gemm = swiglu(silu_module=False)
+    apart = [module("LlamaMLP", gate_gemm, silu), module("LlamaMLP", up_gemm, mul, down_gemm)]
+    assert split_chains(candidates(capsys, write_trace(tmp_path / "apart.json", [apart]))) == []
+    # the same ops in one call are joined: only the call boundary stops them above
+    together = [module("LlamaMLP", gate_gemm, silu, up_gemm, mul, down_gemm)]
+    assert len(split_chains(candidates(capsys, write_trace(tmp_path / "together.json", [together])))) == 1
+
+
+def test_without_module_ranges_nothing_is_joined(tmp_path, capsys):
+    # no module call to hold both: the rule does not guess (a trace of other layers' ops would look the same)
+    path = write_trace(tmp_path / "t.json", [swiglu(silu_module=False)])
+    assert split_chains(candidates(capsys, path)) == []
+
+
+def test_a_gemm_between_that_may_read_the_output_stops_the_join(tmp_path, capsys):
+    # a GEMM between silu and mul reads a 256 x 1024 tensor: it may be silu's output, so the mul's may not be
+    gate_gemm, silu, up_gemm, mul, down_gemm = swiglu()
+    reader = op("aten::mm", (GATE, BF16), ((INNER, INNER), BF16), us=30.0)
+    path = write_trace(tmp_path / "t.json", [[module("LlamaMLP", gate_gemm, silu, reader, mul, down_gemm)]])
+    assert split_chains(candidates(capsys, path)) == []
+
+
+def test_a_consumer_that_reads_fewer_such_tensors_than_were_made_is_not_joined(tmp_path, capsys):
+    # silu(g), u = mm(x, W), then an add reading one 256 x 1024 tensor and a bias: u or silu's output, no telling
+    gate_gemm, silu, up_gemm, _, down_gemm = swiglu()
+    add = op("aten::add", (GATE, BF16), ((INNER,), BF16), us=6.0)
+    path = write_trace(tmp_path / "t.json", [[module("LlamaMLP", gate_gemm, silu, up_gemm, add, down_gemm)]])
+    assert split_chains(candidates(capsys, path)) == []
+
+
 # --- the post's MLP on the H200: bf16, [64, 128, 768] -> 3072, eager with shapes, and compiled ----------------------
 
 
@@ -362,7 +491,8 @@ def test_on_a_llama_the_norm_chain_comes_first_and_compile_fuses_the_chains(caps
     chains = [c for c in data["candidates"] if c["kind"] == fusion.CHAIN]
     assert all(c["in_second"]["status"] in ("fused", "fused otherwise") for c in chains)
     # cuBLAS still runs every GEMM: no epilogue or prologue is fused into one
-    assert all(c["in_second"]["status"] != "fused" for c in data["candidates"] if c["kind"] != fusion.CHAIN)
+    assert all(c["in_second"]["status"] != "fused" for c in data["candidates"]
+               if c["kind"] in (fusion.EPILOGUE, fusion.PROLOGUE))
 
 
 def test_on_the_naive_attention_the_chain_between_the_two_gemms_comes_first():
@@ -370,3 +500,58 @@ def test_on_the_naive_attention_the_chain_between_the_two_gemms_comes_first():
     first = fusion.first_rows(trace, n=1)[0]
     # scale, the out-of-place mask's copy, the fill and the softmax, on the [8, 16, 1024, 1024] scores
     assert first.startswith("mul → copy_ → masked_fill_ → _softmax (chain, 1/step, 8×16×1024×1024 bf16)"), first
+
+
+LLAMA_EAGER = LLAMA / "llama-1b_4_256_shapes_eager.json.gz"
+LLAMA_COMPILED = LLAMA / "llama-1b_4_256_shapes_compile.json.gz"
+H100_GBS = 3350.0  # the H100 SXM's nominal HBM bandwidth (NVIDIA's datasheet: 3.35 TB/s)
+INTERMEDIATE = (4, 256, 8192)  # llama-1b's MLP intermediate: batch 4 x 256 tokens x 8192
+INTERMEDIATE_BYTES = 4 * 256 * 8192 * 2
+
+
+def swiglu_split(found: list[dict]) -> dict:
+    (split,) = [c for c in split_chains(found) if c["ops"] == ["aten::silu", "aten::mul"]]
+    return split
+
+
+def test_on_the_llama_the_swiglu_silu_and_mul_are_a_split_chain(capsys):
+    found = candidates(capsys, LLAMA_EAGER)
+    split = swiglu_split(found)
+    assert split["per_step"] == 16 and split["across"] == ["aten::mm"]  # one per layer, the up GEMM between
+    assert split["shape"] == "4×256×8192 bf16"
+    # silu reads the gate GEMM's output and writes its own; mul reads that and the up GEMM's, writes the product
+    assert split["bytes_now"] == 5 * INTERMEDIATE_BYTES and split["bytes_fused"] == 3 * INTERMEDIATE_BYTES
+    # the time: the silu kernels and the mul kernels on the intermediate, read off the trace's GPU work
+    trace = read_trace(LLAMA_EAGER)
+    eager = [w.dur for step in trace.steps for w in step.gpu if w.launch and w.launch.launcher and (
+        w.launch.launcher.name == "aten::silu"
+        or (w.launch.launcher.name == "aten::mul" and w.launch.launcher.input_dims == (INTERMEDIATE, INTERMEDIATE)))]
+    assert len(eager) == 2 * 16 * len(trace.steps)
+    assert split["measured_us_per_step"] == pytest.approx(sum(eager) / len(trace.steps), abs=1e-3)
+    rate = 5 * INTERMEDIATE_BYTES * 16 * len(trace.steps) / sum(eager) / 1e3  # GB/s
+    assert split["predicted_us"] == pytest.approx(3 * INTERMEDIATE_BYTES / (min(rate, H100_GBS) * 1e3), rel=1e-4)
+    # among the chains, before every GEMM epilogue and prologue; the RMSNorm's chain still first
+    first_gemm = next(i for i, c in enumerate(found) if c["kind"] in (fusion.EPILOGUE, fusion.PROLOGUE))
+    assert found.index(split) < first_gemm and found[0]["kind"] == fusion.CHAIN and "aten::rsqrt" in found[0]["ops"]
+
+
+def test_with_the_compiled_llama_the_swiglu_split_chain_is_fused_by_inductor(capsys):
+    found = report_json(capsys, LLAMA_EAGER, LLAMA_COMPILED)["traces"][0]["fusion"]["candidates"]
+    split = swiglu_split(found)
+    said = split["in_second"]
+    (kernel,) = said["kernels"]
+    assert said["status"] == "fused" and kernel.startswith("triton_poi_fused") and "mul_silu" in kernel
+    median = statistics.median(e["dur"] for e in raw_kernels(LLAMA_COMPILED) if e["name"] == kernel)
+    assert said["median_us"] == pytest.approx(median, abs=1e-3)
+    assert main([str(LLAMA_EAGER), str(LLAMA_COMPILED), "--rows", "0"]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # the console folds long lines
+    number = found.index(split) + 1
+    assert (f"#{number} fused: {kernel} takes {median:,.1f} µs a run (median), "
+            f"{median / split['predicted_us']:.2f}× the {split['predicted_us']:,.1f} µs predicted") in out
+
+
+def test_in_training_the_forwards_swiglu_is_joined_and_the_backwards_nodes_are_not(capsys):
+    # tiny-llama (2 layers): the backward's mul (MulBackward0) and silu_backward run in two autograd nodes' ranges,
+    # two module calls to the rule, so only the forward's silu -> mul is joined
+    found = candidates(capsys, LLAMA / "tiny-llama_4_256_train_shapes_eager.json.gz")
+    assert [(c["ops"], c["per_step"]) for c in split_chains(found)] == [(["aten::silu", "aten::mul"], 2)]

@@ -9,6 +9,7 @@ Each module holds one concern; imports go down this list, never up:
     export.py        a trace as plain data: what --json prints
     fusion_report.py the report's "Where fusion would pay" table
     fusion.py        where fusion would pay: memory-bound kernels back to back, bytes moved, time a fused kernel takes
+    fusion_dataflow.py  split chains: two pointwise ops a GEMM keeps apart on the stream, linked by shapes and order
     summary.py       where a model's GPU time goes: kinds of work, modules, top kernels, the idle split
     communication.py collectives (NCCL kernels, gloo's ranges), the time nothing overlaps, several ranks' skew
     graphs.py        CUDA graph replays: one row per cudaGraphLaunch, its kernels, span and gaps

@@ -9,6 +9,11 @@ the product once. Per step and per GPU stream (device, stream), in one pass over
                kernel (a GEMM, attention) ends the chain; so does any other work (communication, the optimizer's
                foreach kernels, a kernel of no known kind, a copy to or from the host) and work whose launching op
                has no shapes. What a GEMM's own op launches (cuBLAS's memset, a split-K reduce) is the GEMM's.
+    split chain
+               two pointwise ops, the last of a chain and the first of the stream's next, that work on other data
+               keeps apart on the stream but whose data links them, by fusion_dataflow's rule (shapes, order, the
+               module call): a transformers Llama's SwiGLU runs gate GEMM, silu, up GEMM, mul, and Inductor fuses
+               silu and mul. The link is inferred, not seen, and the report says so.
     epilogue   a GEMM and the elementwise op right after it that reads its output (Part 2's bias add; the GeGLU the
                suite's fused kernel computes in its epilogue): in the epilogue, the output's round trip goes
     prologue   an elementwise op whose output the next GEMM reads: done in the GEMM's loads
@@ -26,9 +31,9 @@ time), capped at the GPU's nominal memory bandwidth (BANDWIDTH_GBS, by the name 
 `--bandwidth`); the fused bytes at that nominal rate are the floor, shown beside. Why not the nominal rate alone: on
 the H200 trace of Part 2's eager MLP, GELU and mul reach 3.3 and 4.1 TB/s of the 4.8 nominal, and Inductor's kernel
 that fuses them moves its 151 MB at 2.7 TB/s (56.0 µs): the floor says 31.5 µs, the chain's own rate (3.74 TB/s)
-40.4 µs. The saving: the kernels' measured time less the prediction, never negative. Chains come first, then
-epilogues and prologues, each ranked by saving. One candidate (same ops, shapes and types) across layers and steps
-is one row with its count; times are per step, averaged over the recorded steps.
+40.4 µs. The saving: the kernels' measured time less the prediction, never negative. Chains and split chains come
+first, then epilogues and prologues, each ranked by saving. One candidate (same ops, shapes and types) across layers
+and steps is one row with its count; times are per step, averaged over the recorded steps.
 
 With a second trace (eager, then compiled): a candidate is "fused" when kernels of the second trace whose names
 list its ops (Inductor's `triton_poi_fused__unsafe_view_gelu_mul_0`: gelu, mul) cover them with fewer kernels, and
@@ -46,12 +51,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from profiling_in_pytorch.traces.fusion_dataflow import StepFlow
 from profiling_in_pytorch.traces.kernels import (ATTENTION, CONVOLUTION, COPY, ELEMENTWISE, GEMM, MEMORY_BOUND, VIEW_OPS,
                                                  decode, kind_of_kernel, kind_of_op)
-from profiling_in_pytorch.traces.model import CpuOp, GpuWork, Trace, per_step_count, rounded
+from profiling_in_pytorch.traces.model import CpuOp, GpuWork, Step, Trace, per_step_count, rounded
 from profiling_in_pytorch.traces.op_bytes import Traffic, compute_output, op_traffic, shape_text, tensor_inputs
 
-CHAIN, EPILOGUE, PROLOGUE = "chain", "GEMM epilogue", "GEMM prologue"
+CHAIN, SPLIT_CHAIN, EPILOGUE, PROLOGUE = "chain", "split chain", "GEMM epilogue", "GEMM prologue"
 COMPUTE = {GEMM, ATTENTION, CONVOLUTION}
 # Nominal peak memory bandwidth in GB/s (1e9 bytes/s), by the name CUDA gives the GPU (the trace's deviceProperties).
 BANDWIDTH_GBS = {
@@ -90,13 +96,14 @@ class Outcome:
 class Candidate:
     """One place fusion would pay, over all its occurrences (layers, steps)."""
 
-    kind: str  # CHAIN, EPILOGUE or PROLOGUE
+    kind: str  # CHAIN, SPLIT_CHAIN, EPILOGUE or PROLOGUE
     ops: tuple[str, ...]  # the launching ops in order, the GEMM's first (epilogue) or last (prologue)
     shape: str  # the largest input of its memory-bound ops: `64×128×3072 bf16`
     kernels: tuple[str, ...]  # the memory-bound kernels fusing removes, as they ran
     bytes_now: int  # per occurrence: what those kernels read and write, one by one
     bytes_fused: int  # per occurrence: what the fused kernel moves (epilogue, prologue: what the GEMM adds)
     steps: int
+    across: tuple[str, ...] = ()  # a split chain: the ops that launched work between its two, on the CPU
     count: int = 0  # occurrences over the recorded steps
     measured_us: float = 0.0  # the kernels' time, summed over the occurrences
     predicted_us: float | None = None  # one occurrence fused, at its kernels' own rate (capped at the bandwidth)
@@ -133,6 +140,19 @@ class Candidate:
     @property
     def bytes_saved_per_step(self) -> float:
         return max(0, self.bytes_now - self.bytes_fused) * self.count / self.steps
+
+    @property
+    def is_chain(self) -> bool:
+        """A chain on the stream, or one split there that the data links: one kernel of pointwise work, no GEMM's."""
+        return self.kind in (CHAIN, SPLIT_CHAIN)
+
+    @property
+    def link(self) -> str:
+        """How its ops were found to feed each other, as the report says it beside a split chain."""
+        if self.kind != SPLIT_CHAIN:
+            return ""
+        across = ", ".join(op.removeprefix("aten::") for op in self.across) or "other work"
+        return f"split by {across} on the stream; the link inferred from shapes and order"
 
     @property
     def label(self) -> str:
@@ -202,21 +222,23 @@ def analyze(trace: Trace, bandwidth_gbs: float | None = None, second: Trace | No
     if not fusion.has_gpu or not fusion.has_shapes:
         return fusion
     groups: dict[tuple, Candidate] = {}
-    for chain, before, after in _chains(trace):
-        for kind, links, gemm in _candidates(chain, before, after):
+    for step in trace.steps:
+        chains = list(_chains(step))
+        on_stream = [found for chain, before, after in chains for found in _candidates(chain, before, after)]
+        for kind, links, gemm, across in on_stream + list(_split_chains(step, [chain for chain, _, _ in chains])):
             key = (kind, tuple((link.op.name, link.op.input_dims, link.op.input_types) for link in links),
-                   None if gemm is None else (gemm.name, gemm.input_dims, gemm.input_types))
-            found = groups.get(key)
-            if found is None:
+                   None if gemm is None else (gemm.name, gemm.input_dims, gemm.input_types), across)
+            group = groups.get(key)
+            if group is None:
                 ops = tuple(link.op.name for link in links)
                 ops = (gemm.name, *ops) if kind == EPILOGUE else (*ops, gemm.name) if kind == PROLOGUE else ops
                 widest = max(links, key=lambda link: link.traffic.output.numel)
-                found = groups[key] = Candidate(
+                group = groups[key] = Candidate(
                     kind, ops, shape_text(widest.op), tuple(w.name for link in links for w in link.work),
                     sum(link.traffic.read + link.traffic.written for link in links), _bytes_fused(kind, links, gemm),
-                    fusion.steps)
-            found.count += 1
-            found.measured_us += sum(w.dur for link in links for w in link.work)
+                    fusion.steps, across)
+            group.count += 1
+            group.measured_us += sum(w.dur for link in links for w in link.work)
     for candidate in groups.values():
         rate = candidate.rate_gbs
         if bandwidth is not None:
@@ -224,9 +246,9 @@ def analyze(trace: Trace, bandwidth_gbs: float | None = None, second: Trace | No
             rate = min(rate, bandwidth) if rate is not None else bandwidth
         if rate is not None:
             candidate.predicted_us = candidate.bytes_fused / (rate * 1e3)
-    # Chains first: torch.compile fuses those; an epilogue or a prologue takes a GEMM of one's own (Part 2's bias
-    # add is cuBLAS's epilogue, the GeGLU needed lesson 05's Triton GEMM). Each group by its saving.
-    fusion.candidates = sorted(groups.values(), key=lambda c: (c.kind != CHAIN, -(c.saving_us_per_step or 0.0),
+    # Chains, split or not, first: torch.compile fuses those; an epilogue or a prologue takes a GEMM of one's own
+    # (Part 2's bias add is cuBLAS's epilogue, the GeGLU needed lesson 05's Triton GEMM). Each group by its saving.
+    fusion.candidates = sorted(groups.values(), key=lambda c: (not c.is_chain, -(c.saving_us_per_step or 0.0),
                                                                -c.bytes_saved_per_step, -c.measured_us))
     if second is not None:
         fusion.second = second.name
@@ -294,22 +316,22 @@ class _Lane:
 _MEMORY, _COMPUTE, _BREAK = "memory", "compute", "break"
 
 
-def _chains(trace: Trace) -> Iterator[tuple[list[_Link], CpuOp | None, CpuOp | None]]:
-    """(chain, compute op before it, compute op after it): each step's GPU work, in time order, once."""
-    for step in trace.steps:
-        lanes: dict[tuple, _Lane] = {}
-        for work in step.gpu:
-            lane = lanes.get((work.pid, work.tid))
-            if lane is None:
-                lane = lanes[(work.pid, work.tid)] = _Lane()
-            role, op, traffic = _role(work)
-            if role is _MEMORY:
-                lane.extend(op, traffic, work)
-            elif (found := lane.close(op if role is _COMPUTE else None)) is not None:
-                yield found
-        for lane in lanes.values():
-            if (found := lane.close(None)) is not None:
-                yield found
+def _chains(step: Step) -> Iterator[tuple[list[_Link], CpuOp | None, CpuOp | None]]:
+    """(chain, compute op before it, compute op after it): the step's GPU work, in time order, once; each stream's
+    chains in their order."""
+    lanes: dict[tuple, _Lane] = {}
+    for work in step.gpu:
+        lane = lanes.get((work.pid, work.tid))
+        if lane is None:
+            lane = lanes[(work.pid, work.tid)] = _Lane()
+        role, op, traffic = _role(work)
+        if role is _MEMORY:
+            lane.extend(op, traffic, work)
+        elif (found := lane.close(op if role is _COMPUTE else None)) is not None:
+            yield found
+    for lane in lanes.values():
+        if (found := lane.close(None)) is not None:
+            yield found
 
 
 def _role(work: GpuWork) -> tuple[str, CpuOp | None, Traffic | None]:
@@ -330,22 +352,40 @@ def _role(work: GpuWork) -> tuple[str, CpuOp | None, Traffic | None]:
 
 
 def _candidates(chain: list[_Link], before: CpuOp | None, after: CpuOp | None):
-    """(kind, links, GEMM op or None) for each candidate one occurrence of a chain holds."""
+    """(kind, links, GEMM op or None, ()) for each candidate one occurrence of a chain holds."""
     if len(chain) >= 2:
-        yield CHAIN, chain, None
+        yield CHAIN, chain, None, ()
     first, last = chain[0], chain[-1]
     if before is not None and kind_of_op(first.op.name) == ELEMENTWISE:
         out = compute_output(before)
         if out is not None and first.traffic.reads_tensor(out):
-            yield EPILOGUE, [first], before
+            yield EPILOGUE, [first], before, ()
     if after is not None and kind_of_op(last.op.name) == ELEMENTWISE:
         if any(i.tensor == last.traffic.output for i in tensor_inputs(after) or ()):
-            yield PROLOGUE, [last], after
+            yield PROLOGUE, [last], after, ()
+
+
+def _split_chains(step: Step, chains: list[list[_Link]]):
+    """(SPLIT_CHAIN, [last op of a chain, first op of the stream's next chain], None, the ops between) where
+    fusion_dataflow infers that the second reads the first's output."""
+    by_stream: dict[tuple, list[list[_Link]]] = {}
+    for chain in chains:
+        first_work = chain[0].work[0]
+        by_stream.setdefault((first_work.pid, first_work.tid), []).append(chain)
+    flow = None
+    for ordered in by_stream.values():
+        ordered.sort(key=lambda chain: chain[0].work[0].ts)
+        for earlier, later in zip(ordered, ordered[1:]):
+            producer, consumer = earlier[-1], later[0]
+            flow = flow or StepFlow(step)
+            across = flow.link(producer.op, producer.work[-1], consumer.op, consumer.work[0])
+            if across is not None:
+                yield SPLIT_CHAIN, [producer, consumer], None, across
 
 
 def _bytes_fused(kind: str, links: list[_Link], gemm: CpuOp | None) -> int:
     """What the fused candidate moves: the chain's fused kernel; for an epilogue or a prologue, what the GEMM adds."""
-    if kind == CHAIN:
+    if kind in (CHAIN, SPLIT_CHAIN):
         return fused_bytes([link.traffic for link in links])
     traffic = links[0].traffic
     if kind == EPILOGUE:
@@ -435,8 +475,9 @@ def _outcome(candidate: Candidate, fused: dict[str, Fusing], ran: set[str]) -> O
     # with other pointwise ops while cuBLAS still ran the GEMM (Inductor names a kernel after its inputs' origins too).
     # A prologue, not into a GEMM whose name says its extra ops come after the product: the op before the GEMM then
     # still writes what the GEMM reads, inside another GEMM's epilogue.
-    into = {CHAIN: True, EPILOGUE: in_gemm, PROLOGUE: any(fused[n].is_gemm and not fused[n].epilogue_only for n in picked)}
-    kernels_now = len(candidate.kernels) + (0 if candidate.kind == CHAIN else 1)  # a GEMM's own kernel too
+    into = {CHAIN: True, SPLIT_CHAIN: True, EPILOGUE: in_gemm,
+            PROLOGUE: any(fused[n].is_gemm and not fused[n].epilogue_only for n in picked)}
+    kernels_now = len(candidate.kernels) + (0 if candidate.is_chain else 1)  # a GEMM's own kernel too
     if need and covered >= need and len(picked) < kernels_now and into[candidate.kind]:
         return Outcome("fused", tuple(picked), median, in_gemm)
     gone = not any(name in ran for name in candidate.kernels)
@@ -449,7 +490,7 @@ def _outcome(candidate: Candidate, fused: dict[str, Fusing], ran: set[str]) -> O
 
 
 def _line(c: Candidate) -> str:
-    head = f"{c.label} ({c.kind}, {per_step_count(c.per_step)}/step, {c.shape}): "
+    head = f"{c.label} ({c.link or c.kind}, {per_step_count(c.per_step)}/step, {c.shape}): "
     head += f"{c.measured_us_per_step:,.1f} µs/step now"
     if c.predicted_us_per_step is None:
         return head + f", {mb(c.bytes_now)} -> {mb(c.bytes_fused)} MB a run"
@@ -462,7 +503,8 @@ def _candidate_dict(c: Candidate) -> dict:
                                               "median_us": rounded(c.outcome.median_us),
                                               "in_gemm": c.outcome.in_gemm}
     return {
-        "kind": c.kind, "ops": list(c.ops), "shape": c.shape, "kernels": list(c.kernels), "count": c.count,
+        "kind": c.kind, "ops": list(c.ops), "across": list(c.across), "link": c.link or None, "shape": c.shape,
+        "kernels": list(c.kernels), "count": c.count,
         "per_step": round(c.per_step, 3), "bytes_now": c.bytes_now, "bytes_fused": c.bytes_fused,
         "measured_us": round(c.measured_us, 3), "measured_us_per_step": round(c.measured_us_per_step, 3),
         "rate_gbs": rounded(c.rate_gbs), "predicted_us": rounded(c.predicted_us), "floor_us": rounded(c.floor_us),

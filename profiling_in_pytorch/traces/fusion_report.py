@@ -41,7 +41,7 @@ def print_fusion(fusion: Fusion, console: Console, *, rows: int | None = None) -
     for name in ("MB → fused", "µs/step", "fused (floor)", "saving"):
         table.add_column(name, justify="right", overflow="fold")
     for i, c in enumerate(shown, 1):
-        kind = "" if c.kind == CHAIN else f" ({c.kind.removeprefix('GEMM ')})"
+        kind = "" if c.kind == CHAIN else f" ({c.link})" if c.link else f" ({c.kind.removeprefix('GEMM ')})"
         ops = f"{escape(c.label)}{kind}\n[dim]{escape(c.shape)} · {per_step_count(c.per_step)}/step[/dim]"
         cells = [
             str(i), ops, f"{mb(c.bytes_now)} → {mb(c.bytes_fused)}", f"{c.measured_us_per_step:,.1f}",

@@ -54,6 +54,7 @@ COPIES = {"clone", "contiguous", "_to_copy", "to", "_copy_from", "_copy_from_and
 WRITE_ONLY = {"copy_", "fill_", "zero_", "normal_", "uniform_", "random_", "bernoulli_", "exponential_"}
 COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge", "isneginf", "isposinf", "isinf", "isnan", "isfinite",
                "logical_and", "logical_or", "logical_not", "logical_xor"}
+_NOT_POINTWISE = SAME_SHAPE | LAST_DIM_REDUCED | GATHERS | set(ROW_LOOKUPS) | COPIES
 # Matrix multiplies: (index of the left operand, index of the right one) among the tensor inputs.
 GEMM_OPERANDS = {"mm": (0, 1), "bmm": (0, 1), "matmul": (0, 1), "addmm": (1, 2), "baddbmm": (1, 2),
                  "_addmm_activation": (1, 2), "addbmm": (1, 2)}
@@ -115,6 +116,14 @@ def compute_output(op: CpuOp) -> Tensor | None:
     """What a GEMM or attention op writes: `[M, K] x [K, N]` -> `[M, N]` (batched alike), `linear(x, W)` ->
     x[:-1] + W[0], attention(q, k, v) -> q[:-1] + v[-1]; None for other ops or unknown shapes."""
     return _compute_output(op.name, op.input_dims, op.input_types) if _weighable(op) else None
+
+
+def pointwise_output(op: CpuOp) -> Input | None:
+    """What a plain pointwise op writes, with its shape and type: the inputs' broadcast shape in the widest input
+    type (bool for a comparison), its first input for an in-place op (`aten::mul_`); None for any other op (a copy,
+    a fill, a norm, a reduction, a lookup: their outputs are not the broadcast shape) or unknown shapes. The widest
+    type is a guess where PyTorch promotes (an int tensor times 0.5 is a float): a wrong guess names another type."""
+    return _pointwise_output(op.name, op.input_dims, op.input_types) if _weighable(op) else None
 
 
 def shape_text(op: CpuOp) -> str:
@@ -186,6 +195,21 @@ def _traffic(name: str, dims: tuple, types: tuple) -> Traffic | None:
         wide = max((t.itemsize for t in sizes if t.itemsize > 1), default=1)
         output, read = Tensor(math.prod(shape), 1 if base in COMPARISONS else wide), sizes
     return Traffic(tuple((t, t.numel < output.numel) for t in read), output)
+
+
+@lru_cache(maxsize=8192)
+def _pointwise_output(name: str, dims: tuple, types: tuple) -> Input | None:
+    inputs = _inputs(dims, types)
+    base = name.removeprefix("aten::")
+    if not inputs or base.rstrip("_") in _NOT_POINTWISE or base in WRITE_ONLY:
+        return None
+    if base.endswith("_") and not base.endswith("__"):
+        return inputs[0]
+    shape = _broadcast([i.shape for i in inputs])
+    if base in COMPARISONS:
+        return Input(shape, Tensor(math.prod(shape), 1), "bool")
+    widest = max(inputs, key=lambda i: i.tensor.itemsize)  # the first of the widest: max keeps the first
+    return Input(shape, Tensor(math.prod(shape), widest.tensor.itemsize), widest.type)
 
 
 @lru_cache(maxsize=8192)
