@@ -460,3 +460,17 @@ def test_a_model_s_diff_is_short_by_default_and_whole_with_rows_0():
     assert len(table_rows(every.stdout.splitlines(), "By op")) == ops
     assert len(short.stdout.splitlines()) <= 45 and max(map(len, every.stdout.splitlines())) <= 100
 
+
+def test_each_cuda_graph_replay_takes_one_forward_s_ops():
+    # 07_decode_mlp: 16 forwards a step, eager against one captured graph replayed 16 times (its input copied first).
+    folder = FIXTURES / "h200" / "traces" / "07_decode_mlp"
+    eager = read_trace(folder / "8_1_768_3072_16fwd_eager.json.gz")
+    graphed = read_trace(folder / "8_1_768_3072_16fwd_graph_eager.json.gz")
+    d = compare.diff(eager, graphed)
+    replays = [m for m in d.ops if m.how == "fused"]
+    assert len(replays) == 16 and all(m.op.name == "cudaGraphLaunch" for m in replays)
+    per_forward = sum(len(s.gpu) for s in eager.steps) / len(eager.steps) / 16
+    assert all(m.first_items == pytest.approx(per_forward) == m.second_items for m in replays)
+    assert sum(m.first_us for m in replays) == pytest.approx(sum(s.gpu_time_us for s in eager.steps) / len(eager.steps))
+    assert not d.only_in("only_in_first")
+    assert {(m.op.name, m.op.where) for m in d.only_in("only_in_second")} == {("aten::copy_", ("decode_mlp",))}

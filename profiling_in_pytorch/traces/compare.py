@@ -13,7 +13,9 @@ pairs ops, not kernels:
     matched     first by (op, place, rank); what is left, by op name and order (a label renamed, the module tree of
                 another version of the model); then an op of Inductor's (`triton_poi_fused__unsafe_view_gelu_mul_0`,
                 launched from its own range, not from an aten op) takes the ops of the other trace that its kernel's
-                name lists (`gelu`, `mul`), the nearest ones in step order; the rest ran in one trace only.
+                name lists (`gelu`, `mul`), the nearest ones in step order, and a CUDA graph's replay (one
+                `cudaGraphLaunch`, no op around its kernels) those whose ops or kernels it runs; the rest ran in one
+                trace only.
     new work    a matched op that runs more of a kind of work in one trace (a split-K GEMM's second kernel, the memset
                 cuBLAS runs before a GEMM on one GPU and not on another).
 
@@ -30,6 +32,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from profiling_in_pytorch.traces.fusion import canonical_op
+from profiling_in_pytorch.traces.graphs import is_graph_launch
 from profiling_in_pytorch.traces.kernel_names import decode
 from profiling_in_pytorch.traces.model import GpuWork, Trace, rounded
 from profiling_in_pytorch.traces.summary import COPY, KINDS, OPTIMIZER_RANGES, OTHER, kind_of_kernel, kind_of_op
@@ -56,6 +59,7 @@ class OpRun:
     us: float = 0.0  # their GPU time per step (durations summed)
     work: Counter = field(default_factory=Counter)  # (kind of work, short name) -> per step
     fuses: frozenset[str] = frozenset()  # the ops an Inductor kernel of it fuses, as canonical_op names them
+    replay: bool = False  # a CUDA graph's replay (one cudaGraphLaunch)
 
     @property
     def key(self) -> tuple:
@@ -275,12 +279,12 @@ def op_runs(trace: Trace) -> list[OpRun]:
             key = (_name_key(name), where, ranks[(_name_key(name), where)] - 1)
             run = runs.get(key)
             if run is None:
-                run = runs[key] = OpRun(name, where, key[2], len(runs))
+                run = runs[key] = OpRun(name, where, key[2], len(runs), replay=_is_replay(name))
             for work in works:
                 run.items += 1
                 run.us += work.dur
                 run.work[(work_kind(work), decode(work.name).short if work.kind == "kernel" else work.name)] += 1
-                if work.kind == "kernel" and decode(work.name).family.startswith("Inductor"):
+                if work.kind == "kernel" and not run.replay and decode(work.name).family.startswith("Inductor"):
                     run.fuses |= {canonical_op(op) for op in decode(work.name).ops}
     n = len(trace.steps) or 1
     for run in runs.values():
@@ -294,8 +298,8 @@ def _step_ops(gpu: list[GpuWork]) -> list[tuple[str, tuple[str, ...], list[GpuWo
     """A step's GPU work by the op box that launched it, in launch order: (op name, place, its work).
 
     One box is one op even when it launched several kernels (a split-K GEMM and its reduction); two calls of the
-    same op are two. A launch from no op (a kernel launched from Python inside a label) is one op per call, named
-    after the label.
+    same op are two. A CUDA graph's replay is one op, named after its launch call, inside whatever boxes; another
+    launch from no op (a kernel launched from Python inside a label) is one op per call, named after the label.
     """
     ops: dict[int, tuple[str, tuple[str, ...], list[GpuWork]]] = {}
     unlinked: list[GpuWork] = []
@@ -304,12 +308,14 @@ def _step_ops(gpu: list[GpuWork]) -> list[tuple[str, tuple[str, ...], list[GpuWo
         if launch is None:
             unlinked.append(work)
             continue
-        box = launch.launcher
+        box = None if _is_replay(launch.name) else launch.launcher
         ident = id(box) if box is not None else id(launch)
         entry = ops.get(ident)
         if entry is None:
             if box is not None:
                 name, where = launch.launched_by or NOT_LINKED, box.path
+            elif _is_replay(launch.name):
+                name, where = launch.name, launch.launch_path
             else:
                 name, where = launch.launched_by or NOT_LINKED, launch.launch_path[:-1]
             entry = ops[ident] = (name, _place(where), [])
@@ -399,12 +405,16 @@ def match_ops(first: list[OpRun], second: list[OpRun]) -> list[OpMatch]:
 
 def _fused(first: list[OpRun], second: list[OpRun], partner: dict[int, OpRun], unmatched_a: list[OpRun],
            unmatched_b: list[OpRun]) -> list[OpMatch]:
-    """Fused kernels' ops (Inductor's) of one trace, each with the unmatched ops of the other it took.
+    """Fused kernels' ops (Inductor's) and graph replays of one trace, each with the unmatched ops of the other it
+    took.
 
     Which of the other trace's ops a fused kernel took, its name says only by op name (`gelu`, `mul`), and a model
     runs a `mul` in every layer: an op goes to the fused kernel nearest to it in step order, counted between the ops
     both traces share (the GEMMs around a layer's elementwise ops, say), then by its place within that stretch. A
     fused kernel never takes another's: no telling which took what.
+
+    A graph replay runs the kernels that were captured, under the same names: replay after replay, each takes the
+    other trace's ops in step order whose GPU work it runs, until it has run out of work to give them.
     """
     pairs = [(a, partner[id(a)]) for a in first if id(a) in partner]
     position_a = _positions(first, {id(a) for a, _ in pairs})
@@ -414,10 +424,12 @@ def _fused(first: list[OpRun], second: list[OpRun], partner: dict[int, OpRun], u
         (unmatched_b, position_b, unmatched_a, position_a, True),
         (unmatched_a, position_a, unmatched_b, position_b, False),
     ):
+        takes = _replayed([op for op in fusers if op.replay], [op for op in others if not op.replay])
+        taken = {id(op) for took in takes.values() for op in took}
         inductor = [op for op in fusers if op.fuses]
-        takes: dict[int, list[OpRun]] = {id(op): [] for op in inductor}
+        takes.update({id(op): [] for op in inductor})
         for op in others:
-            if op.fuses:
+            if op.fuses or op.replay or id(op) in taken:
                 continue
             names = {canonical_op(op.name)} | {canonical_op(box) for box in op.where if box.startswith("aten::")}
             fits = [f for f in inductor if f.fuses & names]
@@ -430,6 +442,26 @@ def _fused(first: list[OpRun], second: list[OpRun], partner: dict[int, OpRun], u
             if took:
                 rows.append(OpMatch(took, [op], FUSED) if fused_second else OpMatch([op], took, FUSED))
     return rows
+
+
+def _replayed(replays: list[OpRun], others: list[OpRun]) -> dict[int, list[OpRun]]:
+    """Each graph replay (id) with the ops it took: in order, those whose work (short names, per step) fits in what
+    it ran and the ops before it did not take."""
+    takes: dict[int, list[OpRun]] = {}
+    taken: set[int] = set()
+    for replay in replays:
+        left = Counter({short: n for (_, short), n in replay.work.items()})
+        takes[id(replay)] = []
+        for op in others:
+            need = Counter({short: n for (_, short), n in op.work.items()})
+            if id(op) in taken or any(left[short] < n - _EPSILON for short, n in need.items()):
+                continue
+            takes[id(replay)].append(op)
+            taken.add(id(op))
+            left.subtract(need)
+            if sum(left.values()) < _EPSILON:
+                break
+    return takes
 
 
 def _positions(ops: list[OpRun], shared: set[int]) -> dict[int, tuple[int, float]]:
@@ -464,6 +496,10 @@ def vendor(trace: Trace) -> str | None:
             if call.name.startswith("hip"):
                 return "AMD"
     return None
+
+
+def _is_replay(name: str) -> bool:
+    return is_graph_launch(name) or name.startswith("hipGraphLaunch")
 
 
 def where_text(where: tuple[str, ...]) -> str:

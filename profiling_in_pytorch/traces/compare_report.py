@@ -99,8 +99,10 @@ def print_by_op(d: TraceDiff, console: Console, *, width: int, rows: int | None,
     legend = [_more_text(d.ops, rows, "op")]
     if any(m.how == ORDER for m in shown):
         legend.append("≈ paired by op name and order: their places differ")
-    if any(m.how == FUSED for m in shown):
+    if any(m.how == FUSED and not m.op.replay for m in shown):
         legend.append("fuses: a fused kernel against the ops it took")
+    if any(m.how == FUSED and m.op.replay for m in shown):
+        legend.append("replays: a CUDA graph's replay against the ops it runs")
     if any(legend):
         console.print(f"[dim]{escape(' · '.join(text for text in legend if text))}[/dim]")
     console.print()
@@ -116,7 +118,7 @@ def _place_text(m: OpMatch) -> str:
     if m.how == FUSED:
         replaced = Counter(op.name.removeprefix("aten::") for op in m.replaced)
         names = ", ".join(f"{name} ×{n}" if n > 1 else name for name, n in replaced.items())
-        return f"fuses {m.replaced_side}'s {names}"
+        return f"{'replays' if m.op.replay else 'fuses'} {m.replaced_side}'s {names}"
     text = where_text(m.op.where) or "-"
     return f"≈ {text}" if m.how == ORDER else text
 
@@ -159,7 +161,7 @@ def print_only_in_one(d: TraceDiff, console: Console, *, width: int, rows: int |
     """Ops one trace runs and the other does not, and matched ops whose work differs in kind or count."""
     lines = []
     for how, label in ((ONLY_FIRST, "A"), (ONLY_SECOND, "B")):
-        alike: dict[tuple, list[OpRun]] = {}  # one op at one place: one line (16 input copies)
+        alike: dict[tuple, list[OpRun]] = {}  # one op at one place: one line (a graph's 16 input copies)
         for m in d.only_in(how):
             alike.setdefault((m.op.name, m.op.where), []).append(m.op)
         for (name, where), ops in sorted(alike.items(), key=lambda item: -sum(op.us for op in item[1])):
