@@ -217,8 +217,7 @@ def print_kernel_names(d: TraceDiff, console: Console, *, width: int, rows: int 
     counts = f"{len(d.in_both)} in both, {len(d.only_in_first)} only in A, {len(d.only_in_second)} only in B"
     if not d.same_vendor:
         a, b = d.vendors
-        console.print(f"[bold]Kernels by short name[/bold]: {escape(counts)}: {a} against {b}, whose names differ; "
-                      "the ops above pair them (--json lists them)")
+        console.print(f"[bold]Kernels by short name[/bold]: {escape(counts)} ({a} against {b}: --json lists them)")
         console.print()
         return
     listed: list[tuple[str, KernelGroup]] = [("only in A", g) for g in d.only_in_first]
