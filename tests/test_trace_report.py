@@ -286,7 +286,8 @@ EXTRA_KERNEL = ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<flo
 
 def amd_copy(source: Path, dest: Path) -> Path:
     """`source` as if it ran on an MI300X (see AMD_GEMMS and SLOWER): its CPU side unchanged, its GPU side renamed and
-    retimed, its memsets and memcpys dropped, and beside each softmax kernel a second one from the same op."""
+    retimed (what follows a kernel on its stream moved by the time it gained), its memsets and memcpys dropped, and
+    after each softmax kernel a second one from the same op."""
     data = load_trace(source)
     data["deviceProperties"][0].update(name="AMD Instinct MI300X", computeMajor=9, computeMinor=4)
     dropped = {e["args"]["correlation"] for e in data["traceEvents"] if e.get("cat") in ("gpu_memset", "gpu_memcpy")}
@@ -306,16 +307,23 @@ def amd_copy(source: Path, dest: Path) -> Path:
             for nvidia, amd in AMD_TEMPLATES:
                 name = name.replace(nvidia, amd)
             event["name"] = name
+            event["original_dur"] = event["dur"]
             event["dur"] *= next((scale for piece, scale in SLOWER.items() if piece in name), 1.0)
             if "softmax_warp" in name and args["correlation"] in calls:
                 correlation += 1
                 call = dict(calls[args["correlation"]], args={"correlation": correlation})
                 call["ts"] += call["dur"] / 2  # inside the first call, and so inside aten::_softmax
                 call["dur"] /= 4
-                extra = dict(event, name=EXTRA_KERNEL, ts=event["ts"] + event["dur"] + 0.5, dur=event["dur"] * 0.2,
-                             args={**args, "correlation": correlation})
+                extra = dict(event, name=EXTRA_KERNEL, ts=event["ts"] + event["original_dur"] + 0.001,
+                             dur=event["dur"] * 0.2, original_dur=0.0, args={**args, "correlation": correlation})
                 events += [call, extra]
         events.append(event)
+    shift: dict[tuple, float] = {}  # per stream: how much later its work starts now
+    for event in sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e["ts"]):
+        stream = (event["pid"], event["tid"])
+        start = event["ts"] + shift.get(stream, 0.0)
+        shift[stream] = shift.get(stream, 0.0) + event["dur"] - event.pop("original_dur", event["dur"])
+        event["ts"] = start
     data["traceEvents"] = events
     dest.write_text(json.dumps(data))
     return dest
