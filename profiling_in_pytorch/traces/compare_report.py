@@ -103,8 +103,10 @@ def print_by_op(d: TraceDiff, console: Console, *, width: int, rows: int | None,
         legend.append("fuses: a fused kernel against the ops it took")
     if any(m.how == FUSED and m.op.replay for m in shown):
         legend.append("replays: a CUDA graph's replay against the ops it runs")
-    if any(legend):
-        console.print(f"[dim]{escape(' · '.join(text for text in legend if text))}[/dim]")
+    legend = [text for text in legend if text]
+    joined = " · ".join(legend)
+    for line in [joined] if len(joined) <= width else legend:  # one line when it fits, else one per note
+        console.print(f"[dim]{escape(line)}[/dim]")
     console.print()
 
 
