@@ -179,7 +179,7 @@ def test_one_trace_gets_its_communication_section(plain):
 def test_two_runs_rank_0_are_diffed_not_read_as_ranks(plain, overlapped):
     result = trace_report(plain[0], overlapped[0])
     assert result.returncode == 0, result.stderr
-    assert "kernels:" in result.stdout and "per rank" not in result.stdout
+    assert "By op:" in result.stdout and "per rank" not in result.stdout
 
 
 def test_traces_from_different_runs_have_no_skew(plain, tmp_path):

@@ -419,7 +419,7 @@ def test_the_prediction_is_within_30_percent_of_inductors_fused_kernel(capsys):
 
 
 def test_with_the_compiled_trace_the_report_says_gelu_and_mul_were_fused(capsys):
-    assert main([str(SHAPES_EAGER), str(COMPILED)]) == 0
+    assert main([str(SHAPES_EAGER), str(COMPILED), "--rows", "0"]) == 0  # a diff prints the table with --rows
     lines = capsys.readouterr().out.splitlines()
     start = lines.index(next(line for line in lines if line.startswith("Where fusion would pay")))
     rows = [line for line in lines[start:] if line.startswith("│")]
@@ -455,7 +455,7 @@ def test_against_the_fused_mlp_the_epilogue_is_in_the_geglu_gemm_and_the_prologu
         assert said["status"] == "fused" and said["kernels"] == ["_geglu_gemm_tma_kernel"] and said["in_gemm"]
         assert said["median_us"] == pytest.approx(kernel, abs=1e-3)
     assert by_kind[fusion.PROLOGUE]["in_second"]["status"] == "fused otherwise"
-    assert main([str(SHAPES_EAGER), str(FUSED_MLP)]) == 0
+    assert main([str(SHAPES_EAGER), str(FUSED_MLP), "--rows", "0"]) == 0
     out = capsys.readouterr().out
     # no ratio against the chain's prediction: the kernel's time is the GEMM's too
     assert f"#1 fused: _geglu_gemm_tma_kernel takes {kernel:,.1f} µs a run (median), the GEMM's work included\n" in out

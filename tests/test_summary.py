@@ -14,7 +14,8 @@ from synthetic_traces import LAYER_FORWARD, training_trace
 from profiling_in_pytorch.traces import read_trace
 from profiling_in_pytorch.traces.kernels import decode
 from profiling_in_pytorch.traces.pace import verdict as judge
-from profiling_in_pytorch.traces.summary import KINDS, kind_of_kernel, summarize
+from profiling_in_pytorch.traces.kernels import KINDS, kind_of_kernel
+from profiling_in_pytorch.traces.summary import summarize
 
 TRAIN = FIXTURES / "h200" / "traces" / "06_train_mlp"
 ADAMW = TRAIN / "64_128_768_3072_adamw_eager.json.gz"

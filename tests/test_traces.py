@@ -332,9 +332,9 @@ def test_time_waiting_in_synchronize_is_not_cpu_work(tmp_path):
 
 def test_diff_of_eager_and_compiled(eager, compiled):
     d = diff(eager, compiled)
-    assert sorted(decode(n).ops[0] for n in d.only_in_first) == ["gelu", "mul"]
-    assert d.only_in_second == ["triton_poi_fused__unsafe_view_gelu_mul_0"]
-    assert sorted(d.in_both) == sorted({w.name for w in eager.gpu_work() if w.is_gemm})
+    assert sorted(decode(g.names[0]).ops[0] for g in d.only_in_first) == ["gelu", "mul"]
+    assert [g.names for g in d.only_in_second] == [["triton_poi_fused__unsafe_view_gelu_mul_0"]]
+    assert sorted(g.short for g in d.in_both) == sorted({w.name for w in eager.gpu_work() if w.is_gemm})
     as_dict = d.to_dict()
     assert [t["trace"] for t in as_dict["step_time_us"]] == ["mlp_eager.json.gz", "mlp_compile.json.gz"]
     assert all(t["gpu_busy_us_per_step"] > 0 for t in as_dict["step_time_us"])

@@ -7,13 +7,14 @@ Each module holds one concern; imports go down this list, never up:
     picture.py       --png: one step drawn as the posts' Perfetto figures show it
     checks/          the posts' claims as checks of a trace, one function each, by concern (see checks/__init__)
     export.py        a trace as plain data: what --json prints
+    compare_report.py  the diff of two traces as the terminal shows it, in 100 columns
+    compare.py       two traces side by side, by launching op and place: `diff(a, b)` -> TraceDiff
     fusion_report.py the report's "Where fusion would pay" table
     fusion.py        where fusion would pay: memory-bound kernels back to back, bytes moved, time a fused kernel takes
     fusion_dataflow.py  split chains: two pointwise ops a GEMM keeps apart on the stream, linked by shapes and order
     summary.py       where a model's GPU time goes: kinds of work, modules, top kernels, the idle split
     communication.py collectives (NCCL kernels, gloo's ranges), the time nothing overlaps, several ranks' skew
     graphs.py        CUDA graph replays: one row per cudaGraphLaunch, its kernels, span and gaps
-    compare.py       two traces side by side: `diff(a, b)` -> TraceDiff
     pace.py          who sets the pace: `verdict(trace)` -> Verdict (overhead-bound or compute-bound)
     op_bytes.py      what an op reads and writes, from its recorded input shapes and types
     reader.py        `read_trace(path)` -> Trace: ops nested, launches linked to their kernels, steps

@@ -162,7 +162,7 @@ class Candidate:
     def fused_ops(self) -> frozenset[str]:
         """Its ops as a fused kernel's name lists them (`aten::masked_fill_` -> masked_fill), views and copies left
         out."""
-        return frozenset(op for op in map(_canonical, self.ops) if op not in _MOVES)
+        return frozenset(op for op in map(canonical_op, self.ops) if op not in _MOVES)
 
 
 @dataclass
@@ -421,7 +421,7 @@ def fused_bytes(chain: list[Traffic]) -> int:
 # --- against a second trace ----------------------------------------------------------------------------------
 
 
-def _canonical(op: str) -> str:
+def canonical_op(op: str) -> str:
     """An op's name as a fused kernel's name lists it: `aten::_softmax` -> softmax, `aten::add_` -> add."""
     base = op.removeprefix("aten::").strip("_")
     return _ALIASES.get(base, base)
@@ -450,7 +450,7 @@ def _fusing_kernels(trace: Trace) -> dict[str, Fusing]:
             decoded = decode(work.name)
             ops: frozenset[str] = frozenset()
             if decoded.family.startswith(("Inductor", "Liger", "profiling_in_pytorch")) or "fused" in work.name.lower():
-                ops = frozenset(_canonical(op) for op in decoded.compute_ops or decoded.ops)
+                ops = frozenset(canonical_op(op) for op in decoded.compute_ops or decoded.ops)
             elif decoded.is_gemm and decoded.has_bias_epilogue:
                 ops = frozenset({"mm", "add"})
             epilogue_only = decoded.is_gemm and any(k == "epilogue" for k, _ in decoded.details)

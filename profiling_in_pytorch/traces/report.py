@@ -1,7 +1,7 @@
 """`trace-report`: print the post's tables for any torch.profiler trace, or diff two traces.
 
     uv run trace-report traces/03_simple_mlp/64_128_768_3072_eager.json
-    uv run trace-report EAGER.json COMPILED.json          # kernels only in one, in both, step times
+    uv run trace-report EAGER.json COMPILED.json          # which op got slower, by kind, what only one runs
     uv run trace-report TRACE.json --json                  # the same content, for programs
     uv run trace-report TRACE.json --png [FILE] [--step N] # one step drawn as Perfetto shows it, into a PNG
     uv run trace-report TRACE.json --open                  # Perfetto opens it from this machine: no upload
@@ -35,6 +35,8 @@ from profiling_in_pytorch.console import Console, name_width
 from profiling_in_pytorch.errors import UsageError, exits_cleanly, note
 from profiling_in_pytorch.files import writable_file
 from profiling_in_pytorch.traces.compare import TraceDiff, diff
+from profiling_in_pytorch.traces.compare_report import WIDTH as DIFF_WIDTH
+from profiling_in_pytorch.traces.compare_report import print_comparison, print_fusion_line
 from profiling_in_pytorch.traces.export import runtime_rows, trace_to_dict
 from profiling_in_pytorch.traces.fusion_report import print_fusion
 from profiling_in_pytorch.traces import communication as comm
@@ -50,6 +52,7 @@ from profiling_in_pytorch.traces.summary import SHORT_STEP_KERNELS, print_summar
 DEFAULT_STEPS = 3
 AUTO_STEPS = -1  # --steps not given: DEFAULT_STEPS when a step is short (summary.SHORT_STEP_KERNELS), else none
 DEFAULT_ROWS = 40
+AUTO_ROWS = -1  # --rows not given: DEFAULT_ROWS for one trace; a diff's short default (compare_report.COMPACT_ROWS)
 
 
 def build_parser() -> ArgumentParser:
@@ -90,8 +93,8 @@ def build_parser() -> ArgumentParser:
     parser.add_argument(
         "--rows",
         type=count_or_zero,
-        default=DEFAULT_ROWS,
-        help=f"rows per table; 0 for all (default: {DEFAULT_ROWS})",
+        default=AUTO_ROWS,
+        help=f"rows per table; 0 for all (default: {DEFAULT_ROWS}; with two traces a short diff, ~40 lines)",
     )
     # Seeing a step without uploading it: a picture, or Perfetto fed from this machine (_look, at the end).
     parser.add_argument(
@@ -138,7 +141,7 @@ def _main(argv: Sequence[str] | None) -> int:
     for trace in (first, second):
         if trace is not None and trace.skipped_note:
             note(f"{trace.path}: {trace.skipped_note}")
-    rows = None if args.rows == 0 else args.rows
+    rows = _rows(args.rows)
     if args.json:
         options = {"bandwidth_gbs": args.bandwidth}  # the fusion section's (export.trace_to_dict)
         payload = _with_summary(first, **options) if second is None else {
@@ -150,12 +153,19 @@ def _main(argv: Sequence[str] | None) -> int:
         sys.stdout.write("\n")
         return 0
     console = Console(highlight=False, width=_width())
+    found = fusion.analyze(first, args.bandwidth, second)  # the last section
     if second is None:
         print_report(first, console, full_names=args.full_names, steps=args.steps, rows=rows,
                      graph_kernels=args.graph_kernels)
+        print_fusion(found, console, rows=rows)
+        return 0
+    console.width = min(console.width, DIFF_WIDTH)  # a diff fits 100 columns, its fusion section too
+    compact = args.rows == AUTO_ROWS
+    print_diff(diff(first, second), console, full_names=args.full_names, rows=rows, compact=compact)
+    if compact:
+        print_fusion_line(found, console)
     else:
-        print_diff(diff(first, second), console, full_names=args.full_names, rows=rows)
-    print_fusion(fusion.analyze(first, args.bandwidth, second), console, rows=rows)  # the last section
+        print_fusion(found, console, rows=rows)
     return 0
 
 
@@ -186,7 +196,7 @@ def _ranks_main(paths: list[str], args) -> int:
     first = ranks[0]
     if first.comm is not None:
         console.print(f"[bold]rank {first.rank}[/bold]: {escape(first.trace.name)}")
-        comm.print_communication(first.comm, console, rows=None if args.rows == 0 else args.rows)
+        comm.print_communication(first.comm, console, rows=_rows(args.rows))
     return 0
 
 
@@ -438,43 +448,10 @@ def print_verdict_numbers(v: Verdict, console: Console) -> None:
 # --- two traces ----------------------------------------------------------------------------------------------
 
 
-def print_diff(d: TraceDiff, console: Console, *, full_names: bool, rows: int | None) -> None:
-    a, b = d.first, d.second
-    print_header(a, console)
-    print_header(b, console)
-    per_a, per_b = a.kernel_names(), b.kernel_names()
-    console.print(f"[bold]kernels: {escape(a.name)} (A) vs {escape(b.name)} (B)[/bold]")
-    table = Table()
-    table.add_column("where")
-    table.add_column("kernel", overflow="fold")
-    table.add_column("A per step", justify="right")
-    table.add_column("B per step", justify="right")
-    listed = [("only in A", n) for n in d.only_in_first] + [("only in B", n) for n in d.only_in_second]
-    listed += [("in both, same name", n) for n in d.in_both]
-    for where, name in _head(listed, rows):
-        style = {"only in A": "red", "only in B": "green"}.get(where, "")
-        table.add_row(
-            f"[{style}]{where}[/{style}]" if style else where,
-            escape(name if full_names else decode(name).short),
-            per_step_count(per_a.get(name, 0.0)),
-            per_step_count(per_b.get(name, 0.0)),
-        )
-    console.print(table)
-    _more(console, listed, rows, "kernels")
-    if not a.has_gpu or not b.has_gpu:
-        console.print("[yellow]note:[/yellow] a trace without GPU work has no kernels to compare")
-    console.print(
-        f"byte-identical kernel names in both: {len(d.in_both)}; only in A: {len(d.only_in_first)}; "
-        f"only in B: {len(d.only_in_second)}"
-    )
-    for label, trace in (("A", a), ("B", b)):
-        line = f"step time {label}: CPU {trace.cpu_us_per_step():,.1f} µs per step"
-        if trace.has_gpu:
-            line += f", GPU busy {trace.gpu_busy_us_per_step():,.1f} µs per step"
-            line += f", {per_step_count(sum(len(s.kernels) for s in trace.steps) / len(trace.steps))} kernels per step"
-        console.print(line)
-    for label, trace in (("A", a), ("B", b)):
-        console.print(f"verdict {label}: {escape(verdict(trace).summary)}")
+def print_diff(d: TraceDiff, console: Console, *, full_names: bool, rows: int | None, compact: bool = False) -> None:
+    """Two traces: which op got slower, by kind, what only one runs, kernels by name, step times
+    (compare_report.py). `compact`: each table's short default instead of `rows`."""
+    print_comparison(d, console, full_names=full_names, rows=rows, compact=compact)
 
 
 # --- one step drawn, or the trace opened in Perfetto (picture.py, serve.py) ----------------------------------
@@ -521,6 +498,11 @@ def _head(items, rows: int | None):
 def _more(console: Console, items, rows: int | None, what: str) -> None:
     if rows is not None and len(items) > rows:
         console.print(f"[dim]… {len(items) - rows} more {what} (--rows 0 for all)[/dim]")
+
+
+def _rows(flag: int) -> int | None:
+    """--rows as a number of rows per table: None for all (0), DEFAULT_ROWS when not given."""
+    return None if flag == 0 else DEFAULT_ROWS if flag == AUTO_ROWS else flag
 
 
 def _steps_flag(text: str) -> int | None:
