@@ -125,18 +125,25 @@ def test_the_report_prints_the_summary_first_and_long_steps_only_when_asked(tmp_
     result = _report(str(path))
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert out.index("Where the GPU time goes") < out.index("GPU work across 3 steps")
+    assert out.index("Where the GPU time goes") < out.index("Who sets the pace")
     assert "by module" in out and "LlamaMLP" in out
     assert "ProfilerStep#2 ·" not in out  # per-step lists left out: the summary stands for them
-    assert "more steps (--steps all to print them)" in out
+    assert "GPU work across 3 steps" not in out  # and the per-kernel tables: its top kernels stand for them
+    assert "3 steps not printed one by one (--steps N or all)" in out
     shown = _report(str(path), "--steps", "1").stdout
     assert "ProfilerStep#2 ·" in shown and "ProfilerStep#3 ·" not in shown
+    assert shown.index("Where the GPU time goes") < shown.index("GPU work across 3 steps")
+    kernels = _report(str(path), "--kernels").stdout
+    assert "GPU work across 3 steps" in kernels and "What the kernel names say" in kernels
+    assert "ProfilerStep#2 ·" not in kernels
 
 
 def test_short_steps_still_print_one_by_one():
-    out = _report(str(ADAMW)).stdout  # 32 GPU work items per step
+    out = _report(str(ADAMW), "--steps", "3").stdout  # 32 GPU work items per step
     assert "ProfilerStep#2 ·" in out and "ProfilerStep#4 ·" in out
     assert "at::native::<…>" not in out
+    brief = _report(str(ADAMW)).stdout  # 32 + 8 lines: one step fits the default's 40
+    assert "ProfilerStep#2 ·" in brief and "ProfilerStep#3 ·" not in brief
 
 
 def test_the_json_carries_the_summary(tmp_path):

@@ -30,7 +30,9 @@ def test_report_on_the_eager_mlp():
     assert run.returncode == 0, run.stderr
     out = run.stdout
     assert "NVIDIA H200" in out
-    assert out.count("5 kernels (3 GEMMs)") == 3  # one title per step
+    assert out.count("5 kernels (3 GEMMs)") == 1  # the first step's table; the two after it ran the same work:
+    assert out.count("the same 7 GPU work items as ProfilerStep#2") == 2  # a line each
+    assert trace_report(EAGER, "--steps", "all").stdout.count("5 kernels (3 GEMMs)") == 3  # asked for: whole
     assert "vectorized_elementwise_kernel<gelu>" in out and "aten::gelu" in out
     assert "launched nothing (0 µs on the GPU): aten::t ×3" in out
     assert "cuLaunchKernelEx ×3" in out

@@ -38,7 +38,7 @@ from typing import Iterable, Sequence
 from rich.markup import escape
 from rich.table import Table
 
-from profiling_in_pytorch.console import Console
+from profiling_in_pytorch.console import Console, clipped
 from profiling_in_pytorch.errors import UsageError
 from profiling_in_pytorch.traces.kernels.collectives import GENERIC_NOTE, NcclKernel, decode_nccl
 from profiling_in_pytorch.traces.model import CpuOp, GpuWork, Trace, per_step_count
@@ -436,7 +436,6 @@ def print_communication(comm: Communication, console: Console, *, rows: int | No
         console.print(
             f"[bold]Communication[/bold]: collectives issued per step: {escape(text)}; the trace holds no time for "
             "them (no NCCL kernel on a GPU lane, no backend's record function)\n",
-            soft_wrap=True,
         )
         return
     where = "NCCL kernels on the GPU lane" if comm.where == "gpu" else "record functions on the backend's CPU threads"
@@ -447,7 +446,8 @@ def print_communication(comm: Communication, console: Console, *, rows: int | No
     kinds.add_column("avg µs", justify="right")
     kinds.add_column("what the name says", overflow="fold")
     for name, what, n, mean in comm.kinds()[:rows]:
-        kinds.add_row(escape(name), per_step_count(n / len(comm.steps)), f"{mean:,.1f}", escape(what))
+        kinds.add_row(escape(name), per_step_count(n / len(comm.steps)), f"{mean:,.1f}",
+                      escape(clipped(what, max(20, console.width // 2 - 12), 3)))
     console.print(kinds)
     steps = Table()
     steps.add_column("step")
@@ -456,7 +456,7 @@ def print_communication(comm: Communication, console: Console, *, rows: int | No
     steps.add_column("comm µs", justify="right")
     steps.add_column("exposed µs", justify="right")
     steps.add_column("exposed", justify="right")
-    for s in comm.steps:
+    for s in comm.steps[:rows]:
         share = f"{s.exposed_us / s.comm_us:.0%}" if s.comm_us > 0 else "-"
         steps.add_row(s.step, str(s.count()), str(sum(s.issued.values())), f"{s.comm_us:,.1f}", f"{s.exposed_us:,.1f}",
                       share)
@@ -468,7 +468,6 @@ def print_communication(comm: Communication, console: Console, *, rows: int | No
             f"exposed ({share:.0%}): "
             + ("nothing hides them, the step waits for them" if share > 0.9 else
                "mostly hidden behind compute" if share < 0.25 else "partly hidden behind compute"),
-            soft_wrap=True,
         )
     console.print()
 

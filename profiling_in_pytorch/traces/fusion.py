@@ -58,6 +58,7 @@ from profiling_in_pytorch.traces.model import CpuOp, GpuWork, Step, Trace, per_s
 from profiling_in_pytorch.traces.op_bytes import Traffic, compute_output, op_traffic, shape_text, tensor_inputs
 
 CHAIN, SPLIT_CHAIN, EPILOGUE, PROLOGUE = "chain", "split chain", "GEMM epilogue", "GEMM prologue"
+LABEL_OPS = 12  # a chain's label lists this many steps at most
 COMPUTE = {GEMM, ATTENTION, CONVOLUTION}
 # Nominal peak memory bandwidth in GB/s (1e9 bytes/s), by the name CUDA gives the GPU (the trace's deviceProperties).
 BANDWIDTH_GBS = {
@@ -156,8 +157,19 @@ class Candidate:
 
     @property
     def label(self) -> str:
-        """Its ops in order, as the table and the lessons print them: `gelu → mul` (ATen's prefix left out)."""
-        return " → ".join(op.removeprefix("aten::") for op in self.ops)
+        """Its ops in order, as the table and the lessons print them: `gelu → mul` (ATen's prefix left out); a run of
+        one op once with its count (`copy_ ×40`), and a chain of more than LABEL_OPS steps cut in the middle (`a → b →
+        … 30 more → y → z`): a model's chain can be hundreds of ops, a table cell holds a few lines."""
+        steps: list[list] = []
+        for op in (op.removeprefix("aten::") for op in self.ops):
+            if steps and steps[-1][0] == op:
+                steps[-1][1] += 1
+            else:
+                steps.append([op, 1])
+        words = [op if n == 1 else f"{op} ×{n}" for op, n in steps]
+        if len(words) > LABEL_OPS:
+            words = [*words[:6], f"… {len(words) - 9} more", *words[-3:]]
+        return " → ".join(words)
 
     def fused_ops(self) -> frozenset[str]:
         """Its ops as a fused kernel's name lists them (`aten::masked_fill_` -> masked_fill), views and copies left

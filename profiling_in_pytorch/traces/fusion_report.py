@@ -11,6 +11,7 @@ from profiling_in_pytorch.traces.kernels import decode
 from profiling_in_pytorch.traces.model import per_step_count
 
 TITLE = "Where fusion would pay"
+FUSION_BRIEF_ROWS = 5  # without --rows: the five that save the most (the rest: --rows N or 0)
 STATUS_STYLE = {"fused": "[green]fused[/green]", "remains": "[yellow]remains[/yellow]"}
 
 

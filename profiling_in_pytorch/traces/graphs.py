@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from rich.markup import escape
 from rich.table import Table
 
-from profiling_in_pytorch.console import Console
+from profiling_in_pytorch.console import Console, clipped
 from profiling_in_pytorch.traces.kernels import decode
 from profiling_in_pytorch.traces.model import GpuWork, RuntimeCall, Trace
 from profiling_in_pytorch.traces.timeline import busy_time
@@ -216,13 +216,13 @@ def print_graph_replays(
         return
     console.print("[bold]CUDA graph replays[/bold] (one row per cudaGraphLaunch; span: first start to last end on the GPU; "
                   "gaps: idle inside the replay, total and longest; lag: from the launch call to the replay's start)")
-    console.print(f"  {escape(summary(found))}", soft_wrap=True)
-    shown = found if rows is None else found[:rows]
+    console.print(f"  {escape(summary(found))}")
+    shown = found if rows is None else found[: max(1, rows // 2)]  # a replay's row takes two lines
     table = Table()
     table.add_column("#", justify="right", style="dim")
     table.add_column("step")
-    table.add_column("launch / GPU work", overflow="fold", ratio=3)
-    table.add_column("computes", overflow="fold", ratio=2)
+    table.add_column("launch / GPU work", overflow="fold", max_width=None if kernels else 20)
+    table.add_column("computes", overflow="fold", max_width=None if kernels else 20)
     table.add_column("kernels", justify="right")
     table.add_column("span µs", justify="right")
     table.add_column("busy µs", justify="right")
@@ -233,7 +233,8 @@ def print_graph_replays(
         after = replay.after_launch_us
         table.add_row(
             str(i), escape((replay.step or "outside").replace("ProfilerStep", "")),
-            escape(f"{replay.launch.name} ← {replay.launch.launched_by or '-'}"), escape(", ".join(replay.ops)),
+            escape(clipped(f"{replay.launch.name} ← {replay.launch.launched_by or '-'}", 20)),
+            escape(clipped(_computes_cell(replay.ops), 20)),
             str(len(replay.kernels)), f"{replay.span_us:,.1f}", f"{replay.busy_us:,.1f}",
             f"{sum(gaps):,.1f} (max {max(gaps):,.1f})" if gaps else "-",
             f"{after:,.1f}" if after is not None else "no work",
@@ -244,14 +245,24 @@ def print_graph_replays(
                 table.add_row("", "", f"  [dim]{escape(name)}[/dim]", escape(op), "", f"{w.dur:,.1f}", "",
                               f"{gap:,.1f} before" if gap is not None else "", "")
     console.print(table)
-    if rows is not None and len(found) > rows:
-        console.print(f"[dim]… {len(found) - rows} more replays (--rows 0 for all)[/dim]")
+    if len(shown) < len(found):
+        console.print(f"[dim]… {len(found) - len(shown)} more replays (--rows 0 for all)[/dim]")
     named = {r.named_from for r in shown}
     how = "the ops that enqueued them in the recorded capture" if named == {"the capture"} else (
         "what their kernel names say (the capture was not recorded: it came before the profile)")
     hint = "" if kernels else "; --graph_kernels lists each replay's kernels"
     console.print(f"  [dim]kernels named by {escape(how)}{hint}[/dim]")
     console.print()
+
+
+def _computes_cell(ops: list[str], most: int = 6) -> str:
+    """What a replay computes, for its table cell: its ops in order when they are few (`mm, gelu, mul, mm`), else the
+    most frequent with their counts (`GEMM ×96, add ×64, … 12 more`): a model's graph runs hundreds of kernels."""
+    if len(ops) <= most:
+        return ", ".join(ops)
+    counts = Counter(ops).most_common()
+    shown = [f"{op} ×{n}" if n > 1 else op for op, n in counts[:most]]
+    return ", ".join(shown) + (f", … {len(counts) - most} more" if len(counts) > most else "")
 
 
 def graphs_to_dict(trace: Trace) -> dict | None:

@@ -1,17 +1,24 @@
 """Who sets the pace: the CPU issuing work (overhead-bound) or the GPU running it (compute-bound), with the
 numbers behind the answer (Part 1's cheatsheet). `verdict(trace)` gives a `Verdict`; `trace-report` prints it.
+
+Two more answers for traces the posts never showed: communication-bound, when collectives (NCCL/RCCL kernels) hold
+most of the GPU's busy time (a data-parallel rank waiting on its all-reduces); and "GPU only", when the trace holds
+GPU work but no CPU side to weigh it against (a trace exported with the CPU activities left out). CUDA graph replays
+and captures are said as such: a replay's kernels cost no launch each, a capture's launches run nothing.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from profiling_in_pytorch.traces.kernels import COMMUNICATION, kind_of_kernel
 from profiling_in_pytorch.traces.model import RuntimeCall, Trace, rounded
 from profiling_in_pytorch.traces.timeline import busy_time, gaps, launch_waits
 
 MIN_GAP_US = 1.0  # shorter idle stretches on the GPU lane are the hardware's own spacing between kernels
 STARVED_SHARE = 0.5  # the GPU waited on launches for at least this share of its window: the CPU sets the pace
 CLOSE_TO_LINE = (0.8, 1.25)  # GPU work over CPU issue time in this range: both sides matter
+COMMUNICATION_SHARE = 0.5  # collectives run during at least this share of the GPU's busy time: they set the pace
 
 
 @dataclass
@@ -21,7 +28,8 @@ class Verdict:
     Totals are over the recorded window (every active step and the profiler's flush after them), in µs.
     """
 
-    kind: str  # "overhead-bound" | "compute-bound" | "no GPU data"
+    kind: str  # "overhead-bound" | "compute-bound" | "communication-bound" | "CUDA graph capture" | "GPU only"
+    #            | "no GPU data"
     summary: str
     steps: int
     self_cpu_total_us: float  # the table's "Self CPU time total"
@@ -40,6 +48,8 @@ class Verdict:
     max_gpu_lag_us: float | None = None  # the furthest the GPU lane ran behind the CPU lane (GpuWork.lag_us)
     table_totals_say: str | None = None  # what comparing the two table totals alone would answer
     close_to_line: bool = False  # GPU work over CPU issue time within CLOSE_TO_LINE
+    communication_share: float | None = None  # of the GPU's busy time: collectives running
+    graph_share: float | None = None  # of the GPU work's time: launched by CUDA graph replays
 
     def to_dict(self) -> dict:
         return {
@@ -62,6 +72,8 @@ class Verdict:
             "max_gpu_lag_us": rounded(self.max_gpu_lag_us),
             "table_totals_say": self.table_totals_say,
             "close_to_line": self.close_to_line,
+            "communication_share": rounded(self.communication_share, 4),
+            "graph_share": rounded(self.graph_share, 4),
         }
 
 
@@ -108,7 +120,27 @@ def verdict(trace: Trace) -> Verdict:
     lags = [w.lag_us for w in lane if w.launch is not None]
     max_lag = max(lags) if lags else None
 
-    if issue > gpu_total:
+    collectives = [w for w in lane if w.kind == "kernel" and kind_of_kernel(w.name, False, w.launched_by) == COMMUNICATION]
+    comm_share = busy_time(collectives) / busy if busy > 0 and collectives else 0.0
+    graphed = sum(w.dur for w in lane if w.runtime is not None and "GraphLaunch" in w.runtime)
+    graph_share = graphed / gpu_total if gpu_total > 0 else 0.0
+    cpu_side = any(s.ops or s.runtime for s in trace.steps) or trace.runtime_outside_steps or trace.ops_outside_steps
+
+    if not cpu_side:
+        return _gpu_only(trace, lane, busy, window, comm_share, graph_share)
+    capture = _capture_calls(trace)
+    if capture and gpu_total < 0.1 * issue:
+        kind = "CUDA graph capture"
+        why = ("the window records a CUDA graph being captured, whose launches queue no GPU work: there is no pace to "
+               "judge here; profile the graph's replays")
+    elif comm_share >= COMMUNICATION_SHARE:
+        kind = "communication-bound"
+        why = (
+            f"collectives run during {comm_share:.0%} of the GPU's busy time; an NCCL kernel's time includes waiting "
+            "for the other ranks to reach it, so part of it may be another rank's lateness: read the ranks' traces "
+            "together (trace-report RUN_rank0.json RUN_rank1.json ...) for the skew"
+        )
+    elif issue > gpu_total:
         kind = "overhead-bound"
         why = "issuing the work takes the CPU longer than the GPU takes to run it, so the GPU waits for launches"
     elif starved_share >= STARVED_SHARE:
@@ -137,7 +169,13 @@ def verdict(trace: Trace) -> Verdict:
     if max_lag is not None:
         lane_text += f"; its work started up to {_us(max_lag)} after the launch call"
     sentences.append(lane_text)
-    if table_says != kind:
+    if graph_share > 0:
+        sentences.append(f"{graph_share:.0%} of the GPU work ran in CUDA graph replays (cudaGraphLaunch): one launch "
+                         "for a whole graph, no launch cost per kernel")
+    if capture:
+        sentences.append(f"The trace records a CUDA graph capture ({capture}): launches inside it queue no GPU work, "
+                         "the graph's kernels run later, on its replays")
+    if table_says != kind and kind in ("overhead-bound", "compute-bound"):
         alone = f"The table's totals alone would say {table_says} ({_us(cpu_total)} against {_us(gpu_total)})"
         if kind == "compute-bound":
             sentences.append(
@@ -169,7 +207,49 @@ def verdict(trace: Trace) -> Verdict:
         max_gpu_lag_us=max_lag,
         table_totals_say=table_says,
         close_to_line=close,
+        communication_share=comm_share,
+        graph_share=graph_share,
     )
+
+
+def _gpu_only(trace: Trace, lane: list, busy: float, window: float, comm_share: float, graph_share: float) -> Verdict:
+    """A trace with GPU work and no CPU side: no launch to weigh, so only what the GPU lane itself shows."""
+    n = len(trace.steps)
+    gpu_total = trace.self_gpu_total_us
+    idle = gaps(lane, min_us=MIN_GAP_US)
+    summary = (
+        f"GPU only: the trace holds GPU work but no CPU ops or launch calls, so who sets the pace cannot be read from "
+        f"it. The GPU is busy {_us(busy / n)} per step, {busy / window:.0%} of its {_us(window)} window"
+        if window > 0 else "GPU only: the trace holds GPU work but no CPU side"
+    )
+    if comm_share:
+        summary += f"; collectives run during {comm_share:.0%} of that busy time"
+    if idle:
+        summary += f"; its longest idle stretch {_us(max(idle))}"
+    return Verdict(
+        "GPU only", summary + ".", n, 0.0, gpu_total, 0.0, None, 0.0, gpu_busy_us_per_step=busy / n,
+        gpu_window_us=window, gpu_idle_fraction=max(0.0, 1.0 - busy / window) if window > 0 else 0.0, gaps=len(idle),
+        longest_gap_us=max(idle, default=0.0), communication_share=comm_share, graph_share=graph_share,
+    )
+
+
+def _capture_calls(trace: Trace) -> str:
+    """The capture calls a trace holds (`cudaStreamBeginCapture ×2, ...`), or "". The profiler does not always record
+    the capture's begin and end: then a capture shows as launch calls that queued no GPU work, most of them, beside
+    the capture-status queries (`cudaStreamGetCaptureInfo`) that PyTorch and vLLM make while capturing."""
+    calls = [c for s in trace.steps for c in s.runtime] + list(trace.runtime_outside_steps)
+    found: dict[str, int] = {}
+    for call in calls:
+        if any(word in call.name for word in ("BeginCapture", "EndCapture", "GraphInstantiate", "GetCaptureInfo")):
+            found[call.name] = found.get(call.name, 0) + 1
+    if not found:
+        return ""
+    if not any(word in name for name in found for word in ("BeginCapture", "EndCapture", "GraphInstantiate")):
+        launched = {id(w.launch) for w in trace.gpu_lane() if w.launch is not None}
+        launches = [c for c in calls if "Launch" in c.name and "GraphLaunch" not in c.name]
+        if not launches or sum(id(c) not in launched for c in launches) < len(launches) / 2:
+            return ""  # the status queries of a process that also captures, not a capture in this window
+    return ", ".join(f"{name} ×{count}" for name, count in found.items())
 
 
 def _totals_sentence(cpu_total: float, gpu_total: float, waits: float, closing: RuntimeCall | None) -> str:

@@ -31,14 +31,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from profiling_in_pytorch.cli import ArgumentParser, count_or_zero
-from profiling_in_pytorch.console import Console, name_width
+from profiling_in_pytorch.console import Console, clipped, name_width
 from profiling_in_pytorch.errors import UsageError, exits_cleanly, note
 from profiling_in_pytorch.files import writable_file
 from profiling_in_pytorch.traces.compare import TraceDiff, diff
 from profiling_in_pytorch.traces.compare_report import WIDTH as DIFF_WIDTH
 from profiling_in_pytorch.traces.compare_report import print_comparison, print_fusion_line
 from profiling_in_pytorch.traces.export import runtime_rows, trace_to_dict
-from profiling_in_pytorch.traces.fusion_report import print_fusion
+from profiling_in_pytorch.traces.fusion_report import FUSION_BRIEF_ROWS, print_fusion
 from profiling_in_pytorch.traces import communication as comm
 from profiling_in_pytorch.traces import fusion, graphs  # fusion candidates (fusion.py), CUDA graph replays (graphs.py)
 from profiling_in_pytorch.traces.kernels import decode
@@ -47,12 +47,16 @@ from profiling_in_pytorch.traces.pace import Verdict, verdict
 from profiling_in_pytorch.traces.picture import choose_step, gpu_counts, picture_path, step_flag, write_picture
 from profiling_in_pytorch.traces.reader import read_trace
 from profiling_in_pytorch.traces.serve import PERFETTO_PORT, open_in_perfetto
-from profiling_in_pytorch.traces.summary import SHORT_STEP_KERNELS, print_summary, summarize
+from profiling_in_pytorch.traces.summary import KERNEL_NAME_MIN, print_summary, summarize
 
 DEFAULT_STEPS = 3
-AUTO_STEPS = -1  # --steps not given: DEFAULT_STEPS when a step is short (summary.SHORT_STEP_KERNELS), else none
+AUTO_STEPS = -1  # --steps not given: as many as fit STEP_LINES (auto_steps), up to DEFAULT_STEPS
 DEFAULT_ROWS = 40
-AUTO_ROWS = -1  # --rows not given: DEFAULT_ROWS for one trace; a diff's short default (compare_report.COMPACT_ROWS)
+AUTO_ROWS = -1  # --rows not given: a short report (BRIEF_ROWS a table) for one trace; a diff's short default
+# Without --rows, every table of one trace's report stops at this many rows: the whole report fits a screen (about
+# 120 lines) on a model's trace of thousands of kernels; --rows N or 0 shows more.
+BRIEF_ROWS = 10
+STEP_LINES = 40  # without --steps, the steps printed one by one take about this many lines at most
 
 
 def build_parser() -> ArgumentParser:
@@ -74,6 +78,9 @@ def build_parser() -> ArgumentParser:
     # --- end communication ---
     parser.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
     parser.add_argument("--full_names", action="store_true", help="show kernel names whole, not shortened")
+    parser.add_argument("--kernels", action="store_true",
+                        help="always print the post's avg CUDA table and what each kernel's name says (by default "
+                        "only when the steps are printed one by one: the summary's top kernels stand for them)")
     # --- CUDA graphs (traces/graphs.py) ---
     parser.add_argument("--graph_kernels", action="store_true",
                         help="with CUDA graph replays: list each replay's kernels under its row")
@@ -87,14 +94,15 @@ def build_parser() -> ArgumentParser:
         "--steps",
         type=_steps_flag,
         default=AUTO_STEPS,
-        help=f"how many steps to print one by one: a number or 'all' (default: {DEFAULT_STEPS} when a step has at "
-        f"most {SHORT_STEP_KERNELS} kernels, else none: the summary stands for them)",
+        help=f"how many steps to print one by one: a number or 'all' (default: up to {DEFAULT_STEPS} when their "
+        f"kernels fit about {STEP_LINES} lines, else none: the summary stands for them)",
     )
     parser.add_argument(
         "--rows",
         type=count_or_zero,
         default=AUTO_ROWS,
-        help=f"rows per table; 0 for all (default: {DEFAULT_ROWS}; with two traces a short diff, ~40 lines)",
+        help=f"rows per table; 0 for all (default: {BRIEF_ROWS} for one trace, the report about 120 lines at most; "
+        "with two traces a short diff, ~40 lines)",
     )
     # Seeing a step without uploading it: a picture, or Perfetto fed from this machine (_look, at the end).
     parser.add_argument(
@@ -155,9 +163,10 @@ def _main(argv: Sequence[str] | None) -> int:
     console = Console(highlight=False, width=_width())
     found = fusion.analyze(first, args.bandwidth, second)  # the last section
     if second is None:
-        print_report(first, console, full_names=args.full_names, steps=args.steps, rows=rows,
-                     graph_kernels=args.graph_kernels)
-        print_fusion(found, console, rows=rows)
+        brief = args.rows == AUTO_ROWS and args.steps == AUTO_STEPS and not args.kernels  # asked for detail: 40 rows
+        print_report(first, console, full_names=args.full_names, steps=args.steps,
+                     rows=BRIEF_ROWS if brief else rows, graph_kernels=args.graph_kernels, kernels=args.kernels)
+        print_fusion(found, console, rows=FUSION_BRIEF_ROWS if brief else rows)
         return 0
     console.width = min(console.width, DIFF_WIDTH)  # a diff fits 100 columns, its fusion section too
     compact = args.rows == AUTO_ROWS
@@ -231,33 +240,54 @@ def _finite(value):
 
 def print_report(
     trace: Trace, console: Console, *, full_names: bool = False, steps: int | None = AUTO_STEPS, rows: int | None = DEFAULT_ROWS,
-    graph_kernels: bool = False,
+    graph_kernels: bool = False, kernels: bool = False,
 ) -> None:
     print_header(trace, console)
     # --- the summary first (profiling_in_pytorch.traces.summary), then the per-step lists when they are short ---
     judged = verdict(trace)
     summary = summarize(trace, judged)
     print_summary(summary, console, rows=rows)
+    collapse = steps == AUTO_STEPS  # asked for steps (--steps) are printed whole; else a repeated step is one line
     if steps == AUTO_STEPS:
-        steps = DEFAULT_STEPS if summary.max_per_step <= SHORT_STEP_KERNELS else 0
+        steps = auto_steps(summary.max_per_step)
+    kernels = kernels or steps is None or steps > 0
     # ---
     shown = trace.steps if steps is None else trace.steps[:steps]
+    printed: dict[tuple, Step] = {}  # the GPU work sequences printed in full so far, and their steps
     for step in shown:
         if trace.has_gpu:
+            sequence = tuple((w.kind, w.name, w.launched_by) for w in step.gpu)
+            if collapse and sequence in printed:  # a step like one above: its times, not the same table again
+                print_repeated_step(step, printed[sequence], console)
+                continue
+            printed[sequence] = step
             print_gpu_step(step, console, full_names=full_names, rows=rows)
         else:
             print_cpu_step(step, console, rows=rows)
     if len(shown) < len(trace.steps):
-        console.print(f"[dim]… {len(trace.steps) - len(shown)} more steps (--steps all to print them)[/dim]")
+        left = len(trace.steps) - len(shown)
+        console.print(f"[dim]… {left} {'more ' if shown else ''}step{'s' if left != 1 else ''} not printed one by one "
+                      "(--steps N or all)[/dim]")
     print_outside_steps(trace, console)
     graphs.print_graph_replays(trace, console, kernels=graph_kernels, full_names=full_names, rows=rows)  # CUDA graphs
-    if trace.has_gpu:
+    if trace.has_gpu and kernels:
         print_kernel_stats(trace, console, full_names=full_names, rows=rows)
         print_decoded(trace, console, full_names=full_names, rows=rows)
+    elif trace.has_gpu:
+        console.print("[dim]per step and per kernel: --steps N prints steps one by one, --kernels the post's avg CUDA "
+                      "table and what each kernel's name says[/dim]")
+        console.print()
     found = comm.communication(trace)  # --- communication ---
     if found is not None:
         comm.print_communication(found, console, rows=rows)
     print_verdict(trace, console, judged)
+
+
+def auto_steps(max_per_step: int) -> int:
+    """How many steps to print one by one when --steps is not given: up to DEFAULT_STEPS, in about STEP_LINES lines
+    (a step's table takes its rows and about 8 more): 3 steps of the post's MLP (5 kernels), 1 of SDPA's math
+    attention (20), none of a model's (hundreds: the summary stands for them)."""
+    return min(DEFAULT_STEPS, STEP_LINES // (max_per_step + 8))
 
 
 def print_header(trace: Trace, console: Console) -> None:
@@ -287,15 +317,16 @@ def print_gpu_step(step: Step, console: Console, *, full_names: bool, rows: int 
     table = Table()
     table.add_column("#", justify="right", style="dim")
     table.add_column("kind")
-    table.add_column("GPU work", overflow="fold")
-    table.add_column("launched by", overflow="fold")
+    table.add_column("GPU work", overflow="fold", min_width=min(KERNEL_NAME_MIN, console.width // 3))
+    table.add_column("launched by", overflow="fold", max_width=20)
     table.add_column("µs", justify="right")
     table.add_column("share", justify="right")
     total = step.gpu_time_us
     for i, work in enumerate(_head(step.gpu, rows), 1):
         name = work.name if full_names else work.short_name
         share = f"{work.dur / total:.0%}" if total else "-"
-        table.add_row(str(i), work.kind, escape(name), escape(work.launched_by or "-"), f"{work.dur:,.1f}", share)
+        table.add_row(str(i), work.kind, escape(name), escape(clipped(work.launched_by or "-", 20)), f"{work.dur:,.1f}",
+                      share)
     console.print(table)
     _more(console, step.gpu, rows, "GPU work items")
     calls = runtime_rows(step.runtime)
@@ -306,6 +337,16 @@ def print_gpu_step(step: Step, console: Console, *, full_names: bool, rows: int 
     if idle:
         text = ", ".join(f"{name} ×{n}" if n > 1 else name for name, n in idle.items())
         console.print(f"  launched nothing (0 µs on the GPU): {escape(text)}")
+    console.print()
+
+
+def print_repeated_step(step: Step, same: Step, console: Console) -> None:
+    """One line for a step that ran the same GPU work, in the same order, from the same ops, as one printed above."""
+    console.print(
+        f"[bold]{escape(step.name)}[/bold] · CPU {step.dur:,.1f} µs · GPU busy {step.gpu_busy_us:,.1f} µs · the same "
+        f"{len(step.gpu)} GPU work items as {escape(same.name)}, in the same order, from the same ops (--json has "
+        "each one's time)"
+    )
     console.print()
 
 
@@ -368,8 +409,8 @@ def print_kernel_stats(trace: Trace, console: Console, *, full_names: bool, rows
     console.print(f"[bold]GPU work across {n} step{'s' if n != 1 else ''}[/bold] (the post's avg CUDA table)")
     shown = [s.name if full_names else s.short_name for s in stats]
     table = Table()
-    table.add_column("GPU work", overflow="fold", min_width=name_width(shown, console.width - 66))
-    table.add_column("launched by", overflow="fold", max_width=20)
+    table.add_column("GPU work", overflow="fold", min_width=name_width(shown, console.width - 62))
+    table.add_column("launched by", overflow="fold", max_width=16)
     table.add_column("calls", justify="right")
     table.add_column("/step", justify="right")
     table.add_column("avg µs", justify="right")
@@ -378,7 +419,7 @@ def print_kernel_stats(trace: Trace, console: Console, *, full_names: bool, rows
     for s in _head(sorted(stats, key=lambda s: s.total_us, reverse=True), rows):
         table.add_row(
             escape(s.name if full_names else s.short_name),
-            escape(s.launched_by or "-"),
+            escape(clipped(s.launched_by or "-", 16)),
             str(s.count),
             per_step_count(s.count / n),
             f"{s.avg_us:,.1f}",
@@ -396,10 +437,13 @@ def print_decoded(trace: Trace, console: Console, *, full_names: bool, rows: int
         return
     console.print("[bold]What the kernel names say[/bold]")
     table = Table()
-    table.add_column("kernel", overflow="fold")
+    table.add_column("kernel", overflow="fold", min_width=name_width(names if full_names else [decode(n).short for n in
+                                                                                                   names], 36))
     table.add_column("decoded", overflow="fold")
     for name in _head(names, rows):
-        table.add_row(escape(name if full_names else decode(name).short), escape(decode(name).describe()))
+        decoded = decode(name).describe()
+        table.add_row(escape(name if full_names else decode(name).short),
+                      escape(decoded if full_names else clipped(decoded, console.width - 46, 3)))
     console.print(table)
     _more(console, names, rows, "names")
     console.print()

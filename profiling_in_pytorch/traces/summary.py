@@ -40,7 +40,7 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from profiling_in_pytorch.console import Console, name_width
+from profiling_in_pytorch.console import Console, clipped, name_width
 from profiling_in_pytorch.traces.kernels import COPY, KINDS, decode, in_optimizer, kind_of_kernel, kind_of_op
 from profiling_in_pytorch.traces.kernels.kinds import MODULE_PREFIX
 from profiling_in_pytorch.traces.model import Trace
@@ -51,7 +51,9 @@ BACKWARD_SUFFIX = ".backward"
 CHAIN_SEPARATOR = " > "
 
 TOP_KERNELS = 12
-SHORT_STEP_KERNELS = 40  # per-step lists print by themselves up to this many kernels (or CPU ops) per step
+# A kernel name's column keeps at least this many characters where the terminal has them: a decoded short name
+# (kernels.name.SHORT_LIMIT, 72) then takes two lines at most.
+KERNEL_NAME_MIN = 36
 
 # --- what the summary holds ----------------------------------------------------------------------------------
 
@@ -420,7 +422,7 @@ def print_summary(summary: Summary, console: Console, *, rows: int | None = None
     _print_kinds(summary, console)
     if summary.has_modules:
         _print_modules(summary, console, rows)
-    _print_top(summary, console)
+    _print_top(summary, console, rows)
     if summary.idle is not None:
         _print_idle(summary.idle, console)
     console.print(f"[bold]verdict:[/bold] {escape(summary.verdict)} (the numbers at the end)")
@@ -460,29 +462,34 @@ def _print_modules(summary: Summary, console: Console, rows: int | None) -> None
         console.print(f"[dim]… {len(summary.modules) - len(shown)} more modules (--rows 0 for all)[/dim]")
 
 
-def _print_top(summary: Summary, console: Console) -> None:
+def _print_top(summary: Summary, console: Console, rows: int | None = None) -> None:
     n = summary.steps
     title = "top kernels by total time" if summary.on_gpu else "top CPU ops by self time"
+    shown = summary.top if rows is None else summary.top[:rows]
     table = Table(title=title, title_justify="left")
-    # The name first: the other columns fold to leave it whole where 70 characters remain for them (kind's longest
-    # word, the counts, launched by and module at most 16 each, the borders).
-    width = name_width([row.short for row in summary.top], console.width - 70)
-    whole = all(len(row.short) <= width for row in summary.top)  # else they fold, as on a narrow terminal
+    # The name first, whole where the others keep their room (kind 13 columns, two lines at most, the three numbers,
+    # launched by and module 16 each, with the borders 64 columns, 83 with the module); at least KERNEL_NAME_MIN, so
+    # that no name takes more than two lines at 100 columns. The module gets a column where the terminal has room.
+    modules = summary.has_modules and console.width >= 120
+    others = (64 if summary.on_gpu else 45) + (19 if modules else 0)
+    width = name_width([row.short for row in shown], console.width - others)
+    width = max(width, min(KERNEL_NAME_MIN, console.width // 3))
+    whole = all(len(row.short) <= width for row in shown)  # else they fold, as on a narrow terminal
     table.add_column("kernel" if summary.on_gpu else "op", overflow="fold", no_wrap=whole, min_width=width)
-    table.add_column("kind", overflow="fold")
+    table.add_column("kind", overflow="fold", max_width=13)
     table.add_column("/step", justify="right")
     table.add_column("µs/step", justify="right")
     table.add_column("share", justify="right")
     if summary.on_gpu:
         table.add_column("launched by", overflow="fold", max_width=16)
-    if summary.has_modules:
+    if modules:
         table.add_column("module", overflow="fold", max_width=16)
-    for row in summary.top:
+    for row in shown:
         cells = [escape(row.short), row.kind, _count(row.count / n), f"{row.total_us / n:,.1f}", _pct(row.total_us, summary.total_us)]
         if summary.on_gpu:
-            cells.append(escape(row.launched_by))
-        if summary.has_modules:
-            cells.append(escape(row.module or "-"))
+            cells.append(escape(clipped(row.launched_by, 16)))
+        if modules:
+            cells.append(escape(clipped(row.module or "-", 16)))
         table.add_row(*cells)
     console.print(table)
 
