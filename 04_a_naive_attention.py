@@ -39,7 +39,7 @@ from torch.profiler import profile, record_function, schedule
 
 from profiling_in_pytorch import lesson
 from profiling_in_pytorch.attention import POST_SIZES, NaiveCausalAttention, forward_bytes
-from profiling_in_pytorch.traces.checks import attention as ac
+from profiling_in_pytorch.traces.checks import attention as ac, attention_naive as na
 from profiling_in_pytorch.traces import checks as ex
 
 LABEL = "attn_fwd"
@@ -51,13 +51,13 @@ def expectations(args):
     if args.compile:  # the post profiles eager runs; compiled, we guess what Inductor does with the forward
         return checks + [
             ex.compiled_region_rows(),
-            ac.inductor_fuses(LABEL, ("mul", "masked_fill", "_softmax")),
-            ac.no_copy(LABEL),
+            na.inductor_fuses(LABEL, ("mul", "masked_fill", "_softmax")),
+            na.no_copy(LABEL),
         ]
     return checks + [
-        ac.forward_ops(LABEL, ("aten::matmul", "aten::mul", "aten::masked_fill", "aten::softmax", "aten::matmul"), claim="P3-01"),
-        ac.operations_in_order(LABEL, ("GEMM", "mul", "copy", "masked_fill", "softmax", "GEMM"), claim="P3-02"),
-        ac.copy_inside_masked_fill(LABEL, claim="P3-02"),
+        na.forward_ops(LABEL, ("aten::matmul", "aten::mul", "aten::masked_fill", "aten::softmax", "aten::matmul"), claim="P3-01"),
+        na.operations_in_order(LABEL, ("GEMM", "mul", "copy", "masked_fill", "softmax", "GEMM"), claim="P3-02"),
+        na.copy_inside_masked_fill(LABEL, claim="P3-02"),
         ac.operations_per_forward(LABEL, 6, claim="P3-17"),
     ]
 

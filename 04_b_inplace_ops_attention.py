@@ -34,7 +34,7 @@ from torch.profiler import profile, record_function, schedule
 
 from profiling_in_pytorch import lesson
 from profiling_in_pytorch.attention import POST_SIZES, InPlaceCausalAttention, forward_bytes
-from profiling_in_pytorch.traces.checks import attention as ac
+from profiling_in_pytorch.traces.checks import attention as ac, attention_naive as na
 from profiling_in_pytorch.traces import checks as ex
 
 LABEL = "attn_fwd"
@@ -47,13 +47,13 @@ def expectations(args, naive):
     if args.compile:  # the post profiles eager runs; compiled, we guess what Inductor does with the forward
         return checks + [
             ex.compiled_region_rows(),
-            ac.inductor_fuses(LABEL, ("mul", "masked_fill", "_softmax")),
-            ac.no_copy(LABEL),
+            na.inductor_fuses(LABEL, ("mul", "masked_fill", "_softmax")),
+            na.no_copy(LABEL),
         ]
     return checks + [
-        ac.forward_ops(LABEL, ("aten::matmul", "aten::mul", "aten::masked_fill_", "aten::softmax", "aten::matmul"), claim="P3-01"),
-        ac.operations_in_order(LABEL, ("GEMM", "mul", "masked_fill", "softmax", "GEMM"), claim="P3-03"),
-        ac.masking_step_against(naive, LABEL, missing="run 04_a_naive_attention.py with the same sizes first", claim="P3-03"),
+        na.forward_ops(LABEL, ("aten::matmul", "aten::mul", "aten::masked_fill_", "aten::softmax", "aten::matmul"), claim="P3-01"),
+        na.operations_in_order(LABEL, ("GEMM", "mul", "masked_fill", "softmax", "GEMM"), claim="P3-03"),
+        na.masking_step_against(naive, LABEL, missing="run 04_a_naive_attention.py with the same sizes first", claim="P3-03"),
         ac.operations_per_forward(LABEL, 5, claim="P3-17"),
     ]
 

@@ -59,7 +59,11 @@ from profiling_in_pytorch import lesson
 from profiling_in_pytorch.attention import POST_SIZES, forward_bytes, sdpa
 from profiling_in_pytorch.attention.sdpa import attention, backends
 from profiling_in_pytorch.lesson import attention as lesson_attention
-from profiling_in_pytorch.traces.checks import attention as ac
+from profiling_in_pytorch.traces.checks import (
+    attention as ac,
+    attention_sdpa as sx,
+    attention_occupancy as oc,
+)
 from profiling_in_pytorch.traces import checks as ex
 
 LABEL = "sdpa_fwd"
@@ -74,52 +78,52 @@ def expectations(args, runs, why, paths):
     missing = "run 04_b_inplace_ops_attention.py with the same sizes first"
     checks = [ex.profiler_steps()]
     if runs in ac.FUSED or not args.compile:
-        checks.append(ac.backend_ran(LABEL, runs, why, claim="P3-16" if args.backend == sdpa.AUTO else ""))
+        checks.append(sx.backend_ran(LABEL, runs, why, claim="P3-16" if args.backend == sdpa.AUTO else ""))
     if args.compile:  # the post profiles eager runs; compiled, the fused backends keep their one kernel
         checks.append(ex.compiled_region_rows())
         if runs in ac.FUSED:
-            checks.append(ac.one_attention_kernel(LABEL, runs, f"one {runs} attention kernel per forward, compiled too"))
+            checks.append(sx.one_attention_kernel(LABEL, runs, f"one {runs} attention kernel per forward, compiled too"))
         return checks
     if runs == "math":
         inplace = paths["in-place"]
         return checks + [
-            ac.gpu_time_against(inplace, LABEL, "attn_fwd", at_least=2.0, missing=missing, claim="P3-04"),
-            ac.operations_per_forward(LABEL, 20, cpu_reason=ac.CPU_MATH_COUNT, claim="P3-05"),
-            ac.more_operations_than(inplace, LABEL, "attn_fwd", missing=missing, claim="P3-05"),
-            ac.gemms_on(LABEL, "CUDA cores", "the GEMMs run in fp32 on CUDA cores (ffma, sgemm): the math backend upcasts", claim="P3-06"),
-            ac.gemms_against(inplace, LABEL, "attn_fwd", "tensor cores", missing=missing, claim="P3-06"),
-            ac.mask_rebuilt(LABEL, claim="P3-07"),
-            ac.safe_softmax(LABEL, claim="P3-08"),
+            sx.gpu_time_against(inplace, LABEL, "attn_fwd", at_least=2.0, missing=missing, claim="P3-04"),
+            ac.operations_per_forward(LABEL, 20, cpu_reason=sx.CPU_MATH_COUNT, claim="P3-05"),
+            sx.more_operations_than(inplace, LABEL, "attn_fwd", missing=missing, claim="P3-05"),
+            sx.gemms_on(LABEL, "CUDA cores", "the GEMMs run in fp32 on CUDA cores (ffma, sgemm): the math backend upcasts", claim="P3-06"),
+            sx.gemms_against(inplace, LABEL, "attn_fwd", "tensor cores", missing=missing, claim="P3-06"),
+            sx.mask_rebuilt(LABEL, claim="P3-07"),
+            sx.safe_softmax(LABEL, claim="P3-08"),
         ]
     if runs == "efficient":
         checks += [
-            ac.one_attention_kernel(LABEL, "efficient", "one kernel per forward, fmha_cutlassF_bf16_aligned_64x64_rf_sm80 (xformers' CUTLASS attention)", claim="P3-09"),
-            ac.transposes(LABEL, 4, claim="P3-13"),
+            sx.one_attention_kernel(LABEL, "efficient", "one kernel per forward, fmha_cutlassF_bf16_aligned_64x64_rf_sm80 (xformers' CUTLASS attention)", claim="P3-09"),
+            sx.transposes(LABEL, 4, claim="P3-13"),
         ]
     elif runs == "flash":
         checks += [
-            ac.one_attention_kernel(LABEL, "flash", "one kernel per forward, pytorch_flash::flash_fwd_kernel (FlashAttention-2)", claim="P3-10"),
-            ac.heavy_blocks(LABEL, claim="P3-11"),
-            ac.transposes(LABEL, 4, cpu_reason=ac.CPU_FLASH_TRANSPOSES, claim="P3-13"),
+            sx.one_attention_kernel(LABEL, "flash", "one kernel per forward, pytorch_flash::flash_fwd_kernel (FlashAttention-2)", claim="P3-10"),
+            oc.heavy_blocks(LABEL, claim="P3-11"),
+            sx.transposes(LABEL, 4, cpu_reason=sx.CPU_FLASH_TRANSPOSES, claim="P3-13"),
         ]
     elif runs == "cudnn":
         checks += [
-            ac.one_attention_kernel(LABEL, "cudnn", "one generated cuDNN kernel per forward, cudnn_generated_..._sdpa_..._flash_fprop_...", claim="P3-12"),
-            ac.transposes(LABEL, 0, claim="P3-13"),
-            ac.own_op_allocates_and_launches(LABEL, "aten::_cudnn_attention_forward", claim="P3-13"),
-            ac.launched_through(LABEL, "cuLaunchKernelEx", claim="P3-14"),
-            ac.occupancy_gap(LABEL, claim="P3-15"),
-            ac.own_op_costs_most_cpu(LABEL, "aten::_cudnn_attention_forward", claim="P3-16"),
+            sx.one_attention_kernel(LABEL, "cudnn", "one generated cuDNN kernel per forward, cudnn_generated_..._sdpa_..._flash_fprop_...", claim="P3-12"),
+            sx.transposes(LABEL, 0, claim="P3-13"),
+            sx.own_op_allocates_and_launches(LABEL, "aten::_cudnn_attention_forward", claim="P3-13"),
+            sx.launched_through(LABEL, "cuLaunchKernelEx", claim="P3-14"),
+            oc.occupancy_gap(LABEL, claim="P3-15"),
+            sx.own_op_costs_most_cpu(LABEL, "aten::_cudnn_attention_forward", claim="P3-16"),
         ]
     checks.append(ac.operations_per_forward(LABEL, 1, claim="P3-17"))
     fused = {backend: paths[backend] for backend in ac.FUSED}
     missing_backend = lambda backend: f"run {SCRIPT}.py --backend {backend} with the same sizes first"  # noqa: E731
     checks += [
-        ac.fastest_on_gpu(LABEL, fused, "flash", missing_backend, claim="P3-16"),
-        ac.most_cpu_in_own_op(LABEL, fused, "cudnn", missing_backend, claim="P3-16"),
+        sx.fastest_on_gpu(LABEL, fused, "flash", missing_backend, claim="P3-16"),
+        sx.most_cpu_in_own_op(LABEL, fused, "cudnn", missing_backend, claim="P3-16"),
     ]
     if runs == "cudnn":
-        checks.append(ac.pinning_costs_cpu(LABEL, paths["cudnn"], paths[sdpa.AUTO], missing_backend, claim="P3-16"))
+        checks.append(sx.pinning_costs_cpu(LABEL, paths["cudnn"], paths[sdpa.AUTO], missing_backend, claim="P3-16"))
     return checks
 
 

@@ -35,7 +35,11 @@ from profiling_in_pytorch import lesson
 from profiling_in_pytorch.attention import POST_SIZES, NaiveCausalAttention, forward_bytes
 from profiling_in_pytorch.attention.flash_kernel import SOURCES, output_of, require_runnable, resolve_flash_attn
 from profiling_in_pytorch.lesson import attention as lesson_attention
-from profiling_in_pytorch.traces.checks import attention as ac
+from profiling_in_pytorch.traces.checks import (
+    attention as ac,
+    attention_sdpa as sx,
+    attention_occupancy as oc,
+)
 from profiling_in_pytorch.traces import checks as ex
 
 LABEL = "flash_kernel_fwd"
@@ -50,14 +54,14 @@ def expectations(source, device_type, sdpa_flash):
         return checks
     if device_type != "cuda":  # torch's source: SDPA's flash backend is a CPU kernel here
         return checks + [
-            ac.backend_ran(LABEL, "flash", "torch's flash attention stands in for the Hub's kernel"),
+            sx.backend_ran(LABEL, "flash", "torch's flash attention stands in for the Hub's kernel"),
             ac.operations_per_forward(LABEL, 1),
         ]
     return checks + [
-        ac.one_attention_kernel(LABEL, "flash", "one FlashAttention-2 kernel per forward, flash_fwd_kernel (as P3-10 says of SDPA's)"),
+        sx.one_attention_kernel(LABEL, "flash", "one FlashAttention-2 kernel per forward, flash_fwd_kernel (as P3-10 says of SDPA's)"),
         ac.operations_per_forward(LABEL, 1),
-        ac.heavy_blocks(LABEL),
-        ac.same_kernel_family_as(sdpa_flash, LABEL, "sdpa_fwd", missing="run 04_c_sdpa_attention.py --backend flash with the same sizes first"),
+        oc.heavy_blocks(LABEL),
+        sx.same_kernel_family_as(sdpa_flash, LABEL, "sdpa_fwd", missing="run 04_c_sdpa_attention.py --backend flash with the same sizes first"),
     ]
 
 

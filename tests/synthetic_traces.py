@@ -48,17 +48,28 @@ class _Writer:
         self.gpu_free = start + gpu_us
 
 
-def _close(w: _Writer, opened: list, keep: int, t: float, write: bool) -> None:
-    """Close the open module ranges past the first `keep`, innermost first, just before `t`."""
+def _close(w: _Writer, opened: list, keep: int, t: float, write: bool, instances: dict | None = None) -> None:
+    """Close the open module ranges past the first `keep`, innermost first, just before `t`; with `instances` (type ->
+    calls so far), as the Python frames of with_stack=True instead: `nn.Module: Linear_3`, numbered per instance."""
     while len(opened) > keep:
         module, start = opened.pop()
-        if write:
-            w.box("cpu_op", f"nn.Module: {module}", MAIN, start, t - 2.0 + 0.01 * len(opened) - start)
+        dur = t - 2.0 + 0.01 * len(opened) - start
+        if instances is not None:
+            n = instances[module] = instances.get(module, -1) + 1  # each call a new instance: the layers' are
+            w.events.append({"ph": "X", "cat": "python_function", "name": f"nn.Module: {module}_{n}", "pid": MAIN,
+                             "tid": MAIN, "ts": round(start, 3), "dur": round(dur, 3), "args": {}})
+        elif write:
+            w.box("cpu_op", f"nn.Module: {module}", MAIN, start, dur)
 
 
-def training_trace(path: Path, *, layers: int = 2, steps: int = 3, chunks: int = 3, module_ranges: bool = True) -> Path:
+def training_trace(path: Path, *, layers: int = 2, steps: int = 3, chunks: int = 3, module_ranges: bool = True,
+                   python_stacks: bool = False) -> Path:
     """Write a trace of `steps` training steps of a `layers`-layer Llama-like model (see the module's docstring): per
-    layer 9 forward kernels and 9 backward ones, then 2 foreach ops of `chunks` kernels each in AdamW's step."""
+    layer 9 forward kernels and 9 backward ones, then 2 foreach ops of `chunks` kernels each in AdamW's step.
+    `python_stacks`: the forward's modules as with_stack=True's Python frames instead of ranges, and no backward
+    ranges (autograd's thread has no Python frames)."""
+    if python_stacks:
+        module_ranges = False
     w = _Writer()
     t = 1000.0
     for step in range(2, 2 + steps):
@@ -67,6 +78,7 @@ def training_trace(path: Path, *, layers: int = 2, steps: int = 3, chunks: int =
         # forward, on the main thread, inside model_fwd and the module ranges
         fwd_start = t
         opened: list[tuple[str, float]] = []  # the module ranges open now: (module, start)
+        instances: dict | None = {} if python_stacks else None
         for layer in range(layers):
             for chain, op, kernel, gpu_us in LAYER_FORWARD:
                 full = ROOT + chain  # every op runs inside the layer
@@ -74,13 +86,13 @@ def training_trace(path: Path, *, layers: int = 2, steps: int = 3, chunks: int =
                 while keep < min(len(opened), len(full)) and opened[keep][0] == full[keep] and not (
                         keep == 2 and chain == LAYER_FORWARD[0][0] and op == LAYER_FORWARD[0][1]):
                     keep += 1  # a new layer starts at its first op: its LlamaDecoderLayer range too
-                _close(w, opened, keep, t, module_ranges)
+                _close(w, opened, keep, t, module_ranges, instances)
                 for module in full[len(opened):]:
                     opened.append((module, t - 1.0 + 0.01 * len(opened)))
                 w.box("cpu_op", op, MAIN, t, 10.0)
                 w.launch(MAIN, t + 3, kernel, gpu_us)
                 t += 13
-        _close(w, opened, 0, t, module_ranges)
+        _close(w, opened, 0, t, module_ranges, instances)
         w.box("user_annotation", "model_fwd", MAIN, fwd_start - 2, t - fwd_start + 4)
         t += 5
         # backward: model_bwd on the main thread, the work on autograd's thread

@@ -18,7 +18,12 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, load_trace
 
-from profiling_in_pytorch.traces.checks import attention as ac
+from profiling_in_pytorch.traces.checks import (
+    attention as ac,
+    attention_naive as na,
+    attention_sdpa as sx,
+    attention_occupancy as oc,
+)
 from profiling_in_pytorch.traces import read_trace
 from profiling_in_pytorch.traces.kernels import decode, math_unit
 
@@ -54,10 +59,10 @@ H200_RUNS = [
     (PART3 / "04_a_naive_attention" / f"{SIZES}_compile.json.gz", LESSON_A.expectations(flags(compile=True)), set()),
     (INPLACE, LESSON_B.expectations(flags(), NAIVE), set()),
     (SDPA["math"], lesson_c("math"), set()),
-    (SDPA["efficient"], lesson_c("efficient"), {("P3-16", ac.HOPPER_CUDNN)}),
-    (SDPA["flash"], lesson_c("flash"), {("P3-16", ac.HOPPER_CUDNN)}),
-    (SDPA["cudnn"], lesson_c("cudnn"), {("P3-16", ac.HOPPER_CUDNN)}),
-    (SDPA["auto"], lesson_c("auto", runs="cudnn"), {("P3-16", ac.HOPPER_CUDNN)}),
+    (SDPA["efficient"], lesson_c("efficient"), {("P3-16", sx.HOPPER_CUDNN)}),
+    (SDPA["flash"], lesson_c("flash"), {("P3-16", sx.HOPPER_CUDNN)}),
+    (SDPA["cudnn"], lesson_c("cudnn"), {("P3-16", sx.HOPPER_CUDNN)}),
+    (SDPA["auto"], lesson_c("auto", runs="cudnn"), {("P3-16", sx.HOPPER_CUDNN)}),
     # No lesson run of `04_c --compile` was recorded on the H200: the probe of the same recipe, relabelled sdpa_fwd.
     (FIXTURES / "h200" / "part3_probe" / f"{SIZES}_auto_compile.json.gz", lesson_c("auto", runs="cudnn", compiled=True), set()),
 ]
@@ -115,12 +120,12 @@ def test_the_backends_side_by_side_are_the_posts_table():
 
 def test_the_naive_claims_fail_on_the_in_place_trace_and_back():
     inplace, naive = read_trace(INPLACE), read_trace(NAIVE)
-    assert ac.copy_inside_masked_fill("attn_fwd").check(inplace).ok is False
+    assert na.copy_inside_masked_fill("attn_fwd").check(inplace).ok is False
     assert ac.operations_per_forward("attn_fwd", 6).check(inplace).ok is False
-    assert ac.operations_in_order("attn_fwd", ("GEMM", "mul", "copy", "masked_fill", "softmax", "GEMM")).check(inplace).ok is False
-    assert ac.operations_in_order("attn_fwd", ("GEMM", "mul", "masked_fill", "softmax", "GEMM")).check(naive).ok is False
+    assert na.operations_in_order("attn_fwd", ("GEMM", "mul", "copy", "masked_fill", "softmax", "GEMM")).check(inplace).ok is False
+    assert na.operations_in_order("attn_fwd", ("GEMM", "mul", "masked_fill", "softmax", "GEMM")).check(naive).ok is False
     # compared with itself, the naive trace keeps its copy: the comparison fails
-    assert ac.masking_step_against(INPLACE, "attn_fwd", "").check(naive).ok is False
+    assert na.masking_step_against(INPLACE, "attn_fwd", "").check(naive).ok is False
 
 
 def test_the_fused_backends_are_told_apart_by_their_kernels():
@@ -128,41 +133,41 @@ def test_the_fused_backends_are_told_apart_by_their_kernels():
     for backend, trace in traces.items():
         assert ac.backend_of(trace, trace.steps[0].phase("sdpa_fwd")) == backend
         for other in traces:
-            outcome = ac.one_attention_kernel("sdpa_fwd", other, "").check(trace)
+            outcome = sx.one_attention_kernel("sdpa_fwd", other, "").check(trace)
             assert outcome.ok is (other == backend), (backend, other, outcome.evidence)
     cudnn, flash = traces["cudnn"], traces["flash"]
-    assert ac.launched_through("sdpa_fwd", "cuLaunchKernelEx").check(flash).ok is False  # flash: cudaLaunchKernel
-    assert ac.occupancy_gap("sdpa_fwd").check(flash).ok is False  # 13%: CUPTI estimated it
-    assert ac.transposes("sdpa_fwd", 0).check(flash).ok is False
-    assert ac.own_op_allocates_and_launches("sdpa_fwd", "aten::_cudnn_attention_forward").check(flash).ok is False
-    assert ac.heavy_blocks("sdpa_fwd", at_most=10).check(flash).ok is False
-    assert ac.heavy_blocks("sdpa_fwd").check(cudnn).ok is True  # the post: cuDNN's blocks are as heavy as flash's
-    assert ac.heavy_blocks("sdpa_fwd").check(read_trace(SDPA["math"])).ok is False  # no attention kernel there
+    assert sx.launched_through("sdpa_fwd", "cuLaunchKernelEx").check(flash).ok is False  # flash: cudaLaunchKernel
+    assert oc.occupancy_gap("sdpa_fwd").check(flash).ok is False  # 13%: CUPTI estimated it
+    assert sx.transposes("sdpa_fwd", 0).check(flash).ok is False
+    assert sx.own_op_allocates_and_launches("sdpa_fwd", "aten::_cudnn_attention_forward").check(flash).ok is False
+    assert oc.heavy_blocks("sdpa_fwd", at_most=10).check(flash).ok is False
+    assert oc.heavy_blocks("sdpa_fwd").check(cudnn).ok is True  # the post: cuDNN's blocks are as heavy as flash's
+    assert oc.heavy_blocks("sdpa_fwd").check(read_trace(SDPA["math"])).ok is False  # no attention kernel there
 
 
 def test_the_math_claims_fail_on_a_fused_backend():
     flash = read_trace(SDPA["flash"])
-    assert ac.mask_rebuilt("sdpa_fwd").check(flash).ok is False
-    assert ac.safe_softmax("sdpa_fwd").check(flash).ok is False
+    assert sx.mask_rebuilt("sdpa_fwd").check(flash).ok is False
+    assert sx.safe_softmax("sdpa_fwd").check(flash).ok is False
     assert ac.operations_per_forward("sdpa_fwd", 20).check(flash).ok is False
-    assert ac.gemms_on("sdpa_fwd", "CUDA cores", "").check(flash).ok is False  # no GEMM at all
+    assert sx.gemms_on("sdpa_fwd", "CUDA cores", "").check(flash).ok is False  # no GEMM at all
     math = read_trace(SDPA["math"])
-    assert ac.gemms_on("sdpa_fwd", "tensor cores", "").check(math).ok is False
+    assert sx.gemms_on("sdpa_fwd", "tensor cores", "").check(math).ok is False
 
 
 def test_a_missing_comparison_is_skipped_and_says_what_to_run(tmp_path):
     math = read_trace(SDPA["math"])
-    outcome = ac.gpu_time_against(tmp_path / "none.json", "sdpa_fwd", "attn_fwd", 2.0, "run 04_b first").check(math)
+    outcome = sx.gpu_time_against(tmp_path / "none.json", "sdpa_fwd", "attn_fwd", 2.0, "run 04_b first").check(math)
     assert outcome.ok is None and "run 04_b first" in outcome.evidence
     missing = {**{b: SDPA[b] for b in ac.FUSED}, "efficient": tmp_path / "none.json"}
-    outcome = ac.fastest_on_gpu("sdpa_fwd", missing, "flash", lambda b: f"run --backend {b}").check(read_trace(SDPA["flash"]))
+    outcome = sx.fastest_on_gpu("sdpa_fwd", missing, "flash", lambda b: f"run --backend {b}").check(read_trace(SDPA["flash"]))
     assert outcome.ok is None and "run --backend efficient" in outcome.evidence
 
 
 def test_pinning_costs_cpu_reads_both_runs():
-    pinned = ac.pinning_costs_cpu("sdpa_fwd", SDPA["cudnn"], SDPA["auto"], lambda name: "").check(read_trace(SDPA["cudnn"]))
+    pinned = sx.pinning_costs_cpu("sdpa_fwd", SDPA["cudnn"], SDPA["auto"], lambda name: "").check(read_trace(SDPA["cudnn"]))
     assert pinned.ok is True and "pinned cudnn, unpinned cudnn" in pinned.evidence
-    swapped = ac.pinning_costs_cpu("sdpa_fwd", SDPA["auto"], SDPA["cudnn"], lambda name: "").check(read_trace(SDPA["auto"]))
+    swapped = sx.pinning_costs_cpu("sdpa_fwd", SDPA["auto"], SDPA["cudnn"], lambda name: "").check(read_trace(SDPA["auto"]))
     assert swapped.ok is False
 
 
@@ -175,10 +180,10 @@ def test_the_reader_keeps_each_kernels_footprint_and_the_devices_limits():
     assert (kernel.registers, kernel.shared_memory, kernel.block, kernel.occupancy) == (255, 49152, (128, 1, 1), 13.0)
     assert flash.device_properties["numSms"] == 132 and flash.device_properties["regsPerMultiprocessor"] == 65536
     # 255 registers × 128 threads: two blocks per SM by registers, 8 of 64 warps (the post's A100 arithmetic)
-    assert ac.footprint(kernel, flash.device_properties) == (2, "registers", 0.125)
+    assert oc.footprint(kernel, flash.device_properties) == (2, "registers", 0.125)
     cudnn = read_trace(SDPA["cudnn"]).steps[0].kernels[0]
     assert cudnn.occupancy == 0.0
-    assert ac.footprint(cudnn, flash.device_properties) == (1, "registers and shared memory", 0.1875)
+    assert oc.footprint(cudnn, flash.device_properties) == (1, "registers and shared memory", 0.1875)
 
 
 def test_attention_kernel_names_are_decoded():

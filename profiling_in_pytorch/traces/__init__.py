@@ -21,7 +21,7 @@ Each module holds one concern; imports go down this list, never up:
     source.py        the file as a stream of events (gzip or not, parsed one event at a time)
     model.py         the data model: Trace, Step, Phase, CpuOp, RuntimeCall, GpuWork, KernelStat
     timeline.py      arithmetic on the GPU lane: busy time, gaps, the GPU waiting on launches
-    kernel_names.py  what a kernel's name says (library, ops, tile, layout)
+    kernels/         what a kernel's name says, any vendor's: library, ops, dtype, tile, kind of work (see kernels/__init__)
 
 This package imports no torch (only the standard library and rich), so it reads a trace from anywhere, fast, on a
 machine without PyTorch.

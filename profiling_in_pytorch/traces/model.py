@@ -1,6 +1,6 @@
 """What a torch.profiler trace holds, once read: the data model every other module of `traces` reads.
 
-A Chrome trace is a flat list of events. Four kinds matter here:
+A Chrome trace is a flat list of events. Four kinds matter here,
 
     cpu_op / user_annotation   boxes on a CPU thread: `aten::linear` > `aten::matmul` > `aten::mm`, and labels
                                such as `ProfilerStep#2` or the lesson's `mlp_fwd`
@@ -8,6 +8,10 @@ A Chrome trace is a flat list of events. Four kinds matter here:
                                `cudaMemsetAsync`, ...; they sit inside the op that made them
     kernel / gpu_memset / gpu_memcpy   the work itself, on a GPU stream
     ac2g flows                 arrows from a runtime call to its GPU work
+
+and, with `with_stack=True`, python_function events: Python frames around the ops, of which `nn.Module: LlamaMLP_0`
+names a module's call (its type, numbered per instance). They are no ops: they give each op and runtime call the
+modules around it (`CpuOp.modules`), and take part in the self times.
 
 `reader` turns them into the classes below: a `CpuOp` per box, a `RuntimeCall` per call, a `GpuWork` per kernel,
 memset or memcpy (linked to the call that launched it, and so to the op), grouped into a `Step` per
@@ -32,6 +36,11 @@ from profiling_in_pytorch.traces.kernels import decode
 from profiling_in_pytorch.traces.timeline import busy_time
 
 WHOLE_TRACE = "whole trace"  # the one step of a trace without ProfilerStep events
+# A module call is named MODULE_PREFIX + its type, by the suite's ranges (`nn.Module: LlamaMLP`,
+# profiling_in_pytorch/model/ranges.py) and by torch for a module's Python frame under with_stack=True
+# (`nn.Module: LlamaMLP_0`, numbered per instance).
+MODULES_FROM_RANGES = "ranges"  # Trace.module_source: `nn.Module: X` record_function ranges (ops or labels)
+MODULES_FROM_STACKS = "python stacks"  # `nn.Module: X_N` python_function events (with_stack=True)
 
 
 @dataclass(slots=True)
@@ -49,6 +58,10 @@ class CpuOp:
     path: tuple[str, ...] = ()  # the boxes around it, outermost label or op first, ProfilerStep# left out
     input_dims: tuple = ()  # each input's shape, when the profile ran with record_shapes=True
     input_types: tuple = ()  # each input's type, beside its shape: "c10::BFloat16", "float", "Scalar", "" (None), ...
+    # The module types whose Python frames hold it (with_stack=True), outermost first: ("LlamaModel",
+    # "LlamaDecoderLayer", "LlamaMLP", "Linear"). Kept apart from `path` so that the ops' boxes, tables and checks
+    # read the same with or without stacks; empty when the trace has none (or names its modules with ranges).
+    modules: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -64,6 +77,7 @@ class RuntimeCall:
     launched_by: str | None = None
     launch_path: tuple[str, ...] = ()
     launcher: CpuOp | None = None  # the op `launched_by` names, for its input shapes and types
+    modules: tuple[str, ...] = ()  # the module types whose Python frames hold the call (CpuOp.modules)
 
     @property
     def end(self) -> float:
@@ -162,6 +176,8 @@ class Step(_GpuWorkViews):
     gpu: list[GpuWork] = field(default_factory=list)
     runtime: list[RuntimeCall] = field(default_factory=list)
     ops: list[CpuOp] = field(default_factory=list)
+    # Module calls per type whose Python frame starts in the step (with_stack=True); the frames are no ops.
+    module_calls: Counter = field(default_factory=Counter)
 
     @property
     def sync_us(self) -> float:
@@ -293,6 +309,10 @@ class Trace:
     self_cpu_total_us: float = 0.0
     # Events the reader could not use (a pid that is a list, args that are a string, ...): why -> how many.
     skipped_events: Counter = field(default_factory=Counter)
+    # Where the trace names its modules: MODULES_FROM_RANGES (the suite's `nn.Module: X` ranges, in the ops' paths),
+    # MODULES_FROM_STACKS (Python frames, in CpuOp.modules and RuntimeCall.modules), or None. Ranges win when a
+    # trace has both: they hold the backward too.
+    module_source: str | None = None
 
     @property
     def name(self) -> str:

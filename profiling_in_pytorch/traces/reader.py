@@ -17,6 +17,10 @@ why (`Trace.skipped_events`), then build the model (`model`):
   before the recording began (the warmup step's, still running when the GPU is behind): it belongs to no step.
   A trace without `ProfilerStep` events is read as one step.
 
+- modules: the suite's `nn.Module: X` ranges are ops (or labels) and sit in the paths; without them, a trace
+  recorded with `with_stack=True` names each module call in a Python frame, `nn.Module: X_N`, and `_place_in_modules`
+  gives each op and runtime call the module types around it (`modules`), leaving the ops and their paths as they are.
+
 The table's "Self CPU time total" is summed here too (`_self_cpu_total`), where every box's thread is known.
 """
 
@@ -25,6 +29,7 @@ from __future__ import annotations
 import bisect
 import gzip
 import math
+import re
 import zlib
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -32,7 +37,9 @@ from typing import Any
 
 from profiling_in_pytorch.errors import UsageError, first_line
 from profiling_in_pytorch.traces.device import gpu_label
-from profiling_in_pytorch.traces.model import WHOLE_TRACE, CpuOp, GpuWork, RuntimeCall, Step, Trace, skipped_reasons
+from profiling_in_pytorch.traces.kernels import MODULE_PREFIX
+from profiling_in_pytorch.traces.model import MODULES_FROM_RANGES, MODULES_FROM_STACKS, WHOLE_TRACE
+from profiling_in_pytorch.traces.model import CpuOp, GpuWork, RuntimeCall, Step, Trace, skipped_reasons
 from profiling_in_pytorch.traces.source import TraceSource, open_text
 
 GPU_KINDS = {
@@ -59,6 +66,7 @@ _KIND_OF_CAT = {
 _SCALAR = (int, float, str)
 _NUMBER = (int, float)
 _NAN = float("nan")
+_INSTANCE = re.compile(r"_\d+$")  # `nn.Module: Linear_3`: torch numbers a type's instances; the type is `Linear`
 
 
 def read_trace(path: str | Path) -> Trace:
@@ -103,7 +111,8 @@ class _Collector:
         self.ops: list[CpuOp] = []
         self.runtime: list[RuntimeCall] = []
         self.gpu: list[GpuWork] = []
-        self.python_frames: list[tuple[Any, Any, float, float]] = []  # pid, tid, ts, dur: for self times only
+        self.python_frames: list[tuple[Any, Any, float, float]] = []  # pid, tid, ts, dur: for self times
+        self.module_frames: list[tuple[Any, Any, float, float, str]] = []  # pid, tid, ts, dur, name: `nn.Module: X_N`
         self.flow_start: dict[Any, tuple] = {}  # ac2g id -> (pid, tid, ts) of the runtime call
         self.flow_end: dict[tuple, Any] = {}  # (pid, tid, ts) of the GPU work -> ac2g id
         self.skipped: Counter = Counter()  # why -> how many events we could not use (a pid that is a list, ...)
@@ -189,6 +198,8 @@ class _Collector:
                 )
             else:
                 self.python_frames.append((pid, tid, ts, dur))
+                if name.startswith(MODULE_PREFIX):
+                    self.module_frames.append((pid, tid, ts, dur, name))
         elif (ph == "s" or ph == "f") and ev.get("cat") == "ac2g":
             flow_id, pid, tid, ts = ev.get("id"), ev.get("pid"), ev.get("tid"), ev.get("ts")
             if type(flow_id) not in _SCALAR:
@@ -227,6 +238,19 @@ class _Collector:
         boxes += [(pid, tid, ts, dur, False) for pid, tid, ts, dur in self.python_frames]
         self.python_frames.clear()
         self_cpu_total = _self_cpu_total(boxes)
+        # Modules: the suite's ranges when the trace has them (they hold the backward too), else the Python frames.
+        module_source = None
+        if any(name.startswith(MODULE_PREFIX) for name in {op.name for op in self.ops}):
+            module_source = MODULES_FROM_RANGES
+        elif self.module_frames:
+            module_source = MODULES_FROM_STACKS
+            frames = _place_in_modules(self.module_frames, self.ops, self.runtime)
+            starts = [s.ts for s in steps]
+            for pid, tid, ts, dur, module in frames:
+                step = _step_at(steps, starts, ts)
+                if step is not None:
+                    step.module_calls[module] += 1
+        self.module_frames.clear()
 
         starts = [s.ts for s in steps]
         ops_outside: list[CpuOp] = []
@@ -273,6 +297,7 @@ class _Collector:
             self_cpu_total_us=self_cpu_total,
             skipped_events=self.skipped,
             device_properties=device_properties,
+            module_source=module_source,
         )
 
 
@@ -313,6 +338,58 @@ def _nest(ops: list[CpuOp], runtime: list[RuntimeCall], launches: Counter) -> No
                 item.self_us += item.dur
                 item.path = tuple(op.name for op in stack)
                 stack.append(item)
+
+
+def _place_in_modules(frames: list[tuple], ops: list[CpuOp], runtime: list[RuntimeCall]) -> list[tuple]:
+    """Give each op and runtime call the module types whose frames (`nn.Module: X_N`, with_stack=True) hold it.
+
+    The frames nest on their thread as Python calls do, and a box belongs to the frames open when it starts (as
+    `Step.phase` takes boxes by their start). The frames are few (one per module call) and the boxes many, so each
+    thread's frames become a timeline first, the chain of module types open from each instant on (one tuple per
+    frame, shared by the boxes inside it), and each box finds its instant by bisection: no sort of the boxes.
+    Returns the frames as (pid, tid, ts, dur, module type), for the module calls per step.
+    """
+    types: dict[str, str] = {}  # frame name -> module type: a model repeats a few dozen names
+    threads: dict[tuple, list] = defaultdict(list)
+    typed = []
+    for pid, tid, ts, dur, name in frames:
+        module = types.get(name)
+        if module is None:
+            module = types[name] = _INSTANCE.sub("", name[len(MODULE_PREFIX) :])
+        typed.append((pid, tid, ts, dur, module))
+        threads[(pid, tid)].append((ts, -dur, module))
+    timelines: dict[tuple, tuple[list[float], list[tuple[str, ...]]]] = {}
+    for lane, items in threads.items():
+        items.sort(key=lambda item: item[:2])  # by start, outer (longer) frames first
+        points: list[float] = []  # from points[i] on, until points[i + 1], chains[i] is open
+        chains: list[tuple[str, ...]] = []
+        stack: list[tuple[float, tuple[str, ...]]] = []  # (end, chain) of the frames open now
+        for ts, neg_dur, module in items:
+            while stack and stack[-1][0] <= ts:  # it returned before this frame: not around it
+                end = stack.pop()[0]
+                points.append(end)
+                chains.append(stack[-1][1] if stack else ())
+            end = ts - neg_dur
+            if stack:  # a frame that outlasts its caller's (a clock's rounding) ends with it: the points stay sorted
+                end = min(end, stack[-1][0])
+            stack.append((end, (stack[-1][1] if stack else ()) + (module,)))
+            points.append(ts)
+            chains.append(stack[-1][1])
+        while stack:
+            end = stack.pop()[0]
+            points.append(end)
+            chains.append(stack[-1][1] if stack else ())
+        timelines[lane] = (points, chains)
+    for boxes in (ops, runtime):
+        for box in boxes:
+            timeline = timelines.get((box.pid, box.tid))
+            if timeline is not None:
+                # the last instant at or before the box's start: a frame that starts with the box holds it, one
+                # that ends as it starts does not
+                i = bisect.bisect_right(timeline[0], box.ts) - 1
+                if i >= 0:
+                    box.modules = timeline[1][i]
+    return typed
 
 
 def _link(runtime: list[RuntimeCall], gpu: list[GpuWork], flow_start: dict, flow_end: dict) -> set[int]:

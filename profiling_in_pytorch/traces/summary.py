@@ -4,11 +4,13 @@ waited on when it was idle. `trace-report` prints it first; `profile_model.py` a
     by kind      every kernel, memset and memcpy of the recorded steps in one of KINDS, by what its decoded name says
                  it computes (kernel_names), or by where it ran: whatever runs inside torch.optim's
                  `Optimizer.step#...` range is the optimizer's. The kinds add up to the steps' GPU time.
-    by module    when the trace names modules (`nn.Module: LlamaMLP` ranges, as profile_model.py records them):
-                 per module type, summed over its instances (16 layers' LlamaMLP in one row), the GPU time of
-                 everything it ran, its children's included (`total`), and of what no child module ran (`self`).
-                 The backward counts for the module whose forward made it. The self times and the rows outside every
-                 module add up to the GPU time.
+    by module    when the trace names modules: per module type, summed over its instances (16 layers' LlamaMLP in
+                 one row), the GPU time of everything it ran, its children's included (`total`), and of what no child
+                 module ran (`self`). The self times and the rows outside every module add up to the GPU time. The
+                 modules come from `nn.Module: LlamaMLP` ranges, as profile_model.py records them, where the
+                 backward counts for the module whose forward made it; or else from the Python frames of a trace
+                 recorded with `with_stack=True` (`nn.Module: LlamaMLP_0`), which hold the forward only: autograd
+                 runs the backward outside every module's frame (on its own thread on a GPU), so it is "(no module)".
     top kernels  by total time, each with its decoded name, its kind, the op that launched it and its module.
     idle         the GPU lane's idle time, split: waiting on a launch (the next launch call returned after the GPU ran
                  dry: the CPU is behind), waiting on a synchronize (the CPU sat in a synchronize call while the GPU
@@ -20,7 +22,8 @@ Every piece of GPU work is given to the op whose launch call it came from (the r
 on whichever thread launched it: the main thread for the forward and the optimizer's foreach ops, autograd's
 for the backward). A GPU work item that no launch call claims is counted and said ("not linked"), never dropped.
 
-The module ranges are named (profiling_in_pytorch/model/ranges.py writes them):
+The module ranges are named (profiling_in_pytorch/model/ranges.py writes them; the reader reads the Python frames
+into each op's `modules`, the same chain of types, forward only):
 
     nn.Module: LlamaMLP                                                  a forward call of a LlamaMLP
     nn.Module: LlamaForCausalLM > LlamaModel > LlamaDecoderLayer > LlamaMLP > Linear.backward
@@ -41,14 +44,16 @@ from rich.markup import escape
 from rich.table import Table
 
 from profiling_in_pytorch.console import Console, clipped, name_width
-from profiling_in_pytorch.traces.kernels import COPY, KINDS, decode, in_optimizer, kind_of_kernel, kind_of_op
-from profiling_in_pytorch.traces.kernels.kinds import MODULE_PREFIX
-from profiling_in_pytorch.traces.model import Trace
+from profiling_in_pytorch.traces.kernels import (COPY, KINDS, MODULE_PREFIX, decode, in_optimizer, kind_of_kernel,
+                                                 kind_of_op)
+from profiling_in_pytorch.traces.model import MODULES_FROM_RANGES, MODULES_FROM_STACKS, Trace
 from profiling_in_pytorch.traces.pace import MIN_GAP_US, Verdict, verdict as judge
 from profiling_in_pytorch.traces.reader import read_trace
 
 BACKWARD_SUFFIX = ".backward"
 CHAIN_SEPARATOR = " > "
+AUTOGRAD_NODE = "autograd::engine::evaluate_function: "  # a backward node's box, on the thread that runs it
+AUTOGRAD_BACKWARD = "autograd's backward nodes"  # where the backward runs, in a trace whose modules are Python frames
 
 TOP_KERNELS = 12
 # A kernel name's column keeps at least this many characters where the terminal has them: a decoded short name
@@ -119,6 +124,7 @@ class Summary:
     idle: IdleSplit | None
     verdict: str  # the verdict's first sentence
     notes: list[str] = field(default_factory=list)
+    module_source: str | None = None  # where the modules come from: Trace.module_source, when there are rows
 
     @property
     def has_modules(self) -> bool:
@@ -159,6 +165,7 @@ class Summary:
             },
             "verdict": self.verdict,
             "notes": self.notes,
+            "module_source": self.module_source,
         }
 
 
@@ -183,10 +190,10 @@ def _summarize_gpu(trace: Trace, verdict: str) -> Summary:
     for work in trace.gpu_work():
         launch = work.launch
         if launch is None:
-            key = (work.kind, work.name, (), None)
+            key = (work.kind, work.name, (), None, ())
             not_linked += 1
         else:
-            key = (work.kind, work.name, launch.launch_path, launch.launched_by)
+            key = (work.kind, work.name, launch.launch_path, launch.launched_by, launch.modules)
         group = groups.get(key)
         if group is None:
             groups[key] = [work.dur, 1]
@@ -198,18 +205,21 @@ def _summarize_gpu(trace: Trace, verdict: str) -> Summary:
         notes.append(f"{not_linked} GPU work items are linked to no launch call (no correlation id or arrow matches "
                      "one): their launching op and module are unknown")
     tally = _Tally(groups, lambda kind, name, place, launched_by: COPY if kind != "kernel" else kind_of_kernel(
-        name, place.in_optimizer, launched_by))
+        name, place.in_optimizer, launched_by), stacks=trace.module_source == MODULES_FROM_STACKS)
+    modules = tally.modules.rows(_module_calls(trace))
     return Summary(
         trace=trace.name, on_gpu=True, steps=len(trace.steps), total_us=tally.total_us, items=tally.items,
         max_per_step=max((len(step.kernels) for step in trace.steps), default=0), kinds=tally.kind_rows(),
-        modules=tally.modules.rows(_module_calls(trace)), top=tally.top_rows(short_and_decoded), not_linked=not_linked,
-        idle=idle_split(trace), verdict=verdict, notes=notes,
+        modules=modules, top=tally.top_rows(short_and_decoded), not_linked=not_linked,
+        idle=idle_split(trace), verdict=verdict, notes=notes + _module_notes(trace, modules),
+        module_source=trace.module_source if modules else None,
     )
 
 
 def _summarize_cpu(trace: Trace, verdict: str) -> Summary:
     groups: dict[tuple, list] = {}
     per_step = []
+    stacks = trace.module_source == MODULES_FROM_STACKS
     for step in trace.steps:
         names = set()
         for op in step.ops:
@@ -217,7 +227,9 @@ def _summarize_cpu(trace: Trace, verdict: str) -> Summary:
                 continue
             names.add(op.name)
             path = op.path + (op.name,) if op.name.startswith(MODULE_PREFIX) else op.path
-            key = ("op", op.name, path, op.name)
+            if stacks and not path and op.name.startswith(AUTOGRAD_NODE):
+                path = (op.name,)  # a backward node's own time is the backward's, as the ops inside it are
+            key = ("op", op.name, path, op.name, op.modules)
             group = groups.get(key)
             if group is None:
                 groups[key] = [op.self_us, 1]
@@ -225,27 +237,31 @@ def _summarize_cpu(trace: Trace, verdict: str) -> Summary:
                 group[0] += op.self_us
                 group[1] += 1
         per_step.append(len(names))  # the rows of the step's op table
-    tally = _Tally(groups, lambda kind, name, place, launched_by: kind_of_op(name, place.in_optimizer))
+    tally = _Tally(groups, lambda kind, name, place, launched_by: kind_of_op(name, place.in_optimizer),
+                   stacks=stacks)
+    modules = tally.modules.rows(_module_calls(trace))
     return Summary(
         trace=trace.name, on_gpu=False, steps=len(trace.steps), total_us=tally.total_us, items=tally.items,
-        max_per_step=max(per_step, default=0), kinds=tally.kind_rows(), modules=tally.modules.rows(_module_calls(trace)),
+        max_per_step=max(per_step, default=0), kinds=tally.kind_rows(), modules=modules,
         top=tally.top_rows(lambda kind, name: (name, "")), not_linked=0, idle=None, verdict=verdict,
-        notes=["a CPU profile: each CPU op's self time stands in for a kernel's GPU time"],
+        notes=["a CPU profile: each CPU op's self time stands in for a kernel's GPU time"] + _module_notes(trace, modules),
+        module_source=trace.module_source if modules else None,
     )
 
 
 class _Tally:
-    """The groups (item kind, name, path, launching op) -> [µs, count], read into kinds, modules and names."""
+    """The groups (item kind, name, path, launching op, modules) -> [µs, count], read into kinds, modules and names
+    (modules: the chain from the Python frames, empty where the path's ranges name the modules)."""
 
-    def __init__(self, groups: dict[tuple, list], kind_of):
+    def __init__(self, groups: dict[tuple, list], kind_of, stacks: bool = False):
         self.kinds: dict[str, list] = {kind: [0.0, 0] for kind in KINDS}
         self.modules = _ModuleTally()
         self.by_name: dict[tuple[str, str, str], _NameTally] = {}
-        places: dict[tuple, _Place] = {}  # path -> where it ran: paths repeat across names
-        for (item, name, path, launched_by), (us, count) in groups.items():
-            place = places.get(path)
+        places: dict[tuple, _Place] = {}  # (path, modules) -> where it ran: paths repeat across names
+        for (item, name, path, launched_by, modules), (us, count) in groups.items():
+            place = places.get((path, modules))
             if place is None:
-                place = places[path] = _Place.of(path)
+                place = places[(path, modules)] = _Place.of(path, modules, stacks)
             kind = kind_of(item, name, place, launched_by)
             row = self.kinds[kind]
             row[0] += us
@@ -285,18 +301,24 @@ class _Place:
     outside: str  # with no module: the outermost box around it, to say where it ran
 
     @classmethod
-    def of(cls, path: tuple[str, ...]) -> _Place:
-        chain: tuple[str, ...] = ()
+    def of(cls, path: tuple[str, ...], modules: tuple[str, ...] = (), stacks: bool = False) -> _Place:
+        """From the ranges in `path`, or from `modules`, the chain the Python frames gave (`stacks`: the trace's
+        modules come from them). With stacks the whole backward is outside every module, one row rather than one
+        per kind of autograd node; with ranges only the nodes no module made are, each named."""
+        chain: tuple[str, ...] = modules
         backward = False
-        for name in reversed(path):
+        for name in () if modules else reversed(path):
             if name.startswith(MODULE_PREFIX) and name.endswith(BACKWARD_SUFFIX):
                 chain = tuple(name[len(MODULE_PREFIX) : -len(BACKWARD_SUFFIX)].split(CHAIN_SEPARATOR))
                 backward = True
                 break
-        if not backward:
+        if not backward and not modules:
             chain = tuple(name[len(MODULE_PREFIX) :] for name in path if name.startswith(MODULE_PREFIX))
         optimizer = in_optimizer(path)
-        return cls(chain, backward, optimizer, path[0] if path else "")
+        outside = path[0] if path else ""
+        if stacks and outside.startswith(AUTOGRAD_NODE):
+            outside = AUTOGRAD_BACKWARD
+        return cls(chain, backward, optimizer, outside)
 
 
 @dataclass
@@ -347,14 +369,33 @@ class _ModuleTally:
 
 
 def _module_calls(trace: Trace) -> Counter:
-    """Forward calls per module type, over the steps: the `nn.Module: X` boxes (ops or labels)."""
+    """Forward calls per module type, over the steps: the `nn.Module: X` boxes (ops or labels), or the Python frames
+    the reader counted per step."""
     calls: Counter = Counter()
+    if trace.module_source == MODULES_FROM_STACKS:
+        for step in trace.steps:
+            calls.update(step.module_calls)
+        return calls
     for step in trace.steps:
         for op in step.ops:
             name = op.name
             if name.startswith(MODULE_PREFIX) and not name.endswith(BACKWARD_SUFFIX):
                 calls[name[len(MODULE_PREFIX) :]] += 1
     return calls
+
+
+def _module_notes(trace: Trace, modules: list[ModuleRow]) -> list[str]:
+    """What the by-module rows stand on, when they come from the Python frames: the forward's modules only."""
+    if not modules or trace.module_source != MODULES_FROM_STACKS:
+        return []
+    note = "modules from the trace's Python stacks (with_stack=True): the forward's module calls"
+    if any(op.name.startswith(AUTOGRAD_NODE) for step in trace.steps for op in step.ops):
+        note += (
+            "; the backward runs in autograd's nodes, outside every module's frame (on autograd's own thread on a "
+            f"GPU), so it counts as (no module) {AUTOGRAD_BACKWARD}: profile_model.py's ranges give each backward "
+            "node its module"
+        )
+    return [note]
 
 
 def short_and_decoded(kind: str, name: str) -> tuple[str, str]:
@@ -443,23 +484,35 @@ def _print_kinds(summary: Summary, console: Console) -> None:
 
 def _print_modules(summary: Summary, console: Console, rows: int | None) -> None:
     n = summary.steps
-    table = Table(title="by module (summed over instances; total holds its children, self does not)", title_justify="left")
+    # Where the modules come from, under the table: the title stays one line on a terminal of 100 columns.
+    table = Table(title="by module (summed over instances; total holds its children, self does not)", title_justify="left",
+                  caption=MODULE_SOURCES.get(summary.module_source), caption_justify="left")
     table.add_column("module", overflow="fold")
     table.add_column("calls/step", justify="right")
     table.add_column("total µs/step", justify="right")
     table.add_column("total", justify="right")
     table.add_column("self", justify="right")
-    table.add_column("of total: backward", justify="right")
+    backward = summary.module_source != MODULES_FROM_STACKS  # Python frames give no module a backward: no column
+    if backward:
+        table.add_column("of total: backward", justify="right")
     shown = summary.modules if rows is None else summary.modules[:rows]
     for row in shown:
-        table.add_row(
+        cells = [
             escape(row.module), _count(row.calls / n) if row.calls else "", f"{row.total_us / n:,.1f}",
             _pct(row.total_us, summary.total_us), _pct(row.self_us, summary.total_us),
-            _pct(row.backward_us, row.total_us) if row.total_us else "-",
-        )
+        ]
+        if backward:
+            cells.append(_pct(row.backward_us, row.total_us) if row.total_us else "-")
+        table.add_row(*cells)
     console.print(table)
     if len(shown) < len(summary.modules):
         console.print(f"[dim]… {len(summary.modules) - len(shown)} more modules (--rows 0 for all)[/dim]")
+
+
+MODULE_SOURCES = {  # the by-module table's caption: where the modules come from
+    MODULES_FROM_RANGES: "modules from the trace's nn.Module ranges (as profile_model.py records them)",
+    MODULES_FROM_STACKS: "modules from the trace's Python stacks (with_stack): the forward's calls only",
+}
 
 
 def _print_top(summary: Summary, console: Console, rows: int | None = None) -> None:

@@ -16,8 +16,11 @@ The checks live by concern, and this package re-exports each module's `__all__`:
     kernels.py   kernels and launches: counts, order, GEMMs, fusion, runtime calls
     training.py  a training step's phases: forward, backward, optimizer
     communication.py  collectives: how many per step, how much of them nothing overlaps (lesson 08)
-    attention.py attention forwards, Part 3 (lessons 04_a … 04_d): `from …checks import attention as ac`, not
-                 re-exported here (its names are attention's: operations, role, backend_of, ...)
+    attention.py attention forwards, Part 3 (lessons 04_a … 04_d): how a forward is read and counted; its checks by
+                 concern in attention_naive.py (04_a, 04_b), attention_sdpa.py (SDPA's backends: 04_c, 04_d) and
+                 attention_occupancy.py (a kernel's footprint and occupancy). A lesson imports those it checks,
+                 `from …checks import attention as ac, attention_naive as na`: none is re-exported here (their
+                 names are attention's: operations, role, backend_of, ...)
     graphs.py    a decode loop's forwards, eager or replayed from CUDA graphs (lesson 07): `… import graphs as gx`
 
 A new check goes into the module of its concern, in its `__all__`; a new concern is a new module, imported below.
