@@ -647,7 +647,7 @@ ATEN = [
     case(ATEN_TOPK, "ATen", ROUTING, False, short="gatherTopK"),
     case(ATEN_INDEX_SELECT, "ATen", INDEXING, False, {"op": "index_select"}),
     case(ATEN_CAT, "ATen", COPY, False, {"op": "cat"}, short="CatArrayBatchedCopy<cat>"),
-    case(ATEN_BN_STATS, "ATen", NORMALIZATION, False, short="batch_norm_collect_statistics_kernel"),
+    case(ATEN_BN_STATS, "ATen", NORMALIZATION, False, short="batch_norm_collect_statistics_kernel<batch_norm>"),
     # rocprofiler-sdk's traces end a kernel's name with ` [clone .kd]`: the same kernel without it
     case(ATEN_ADD_CLONE_KD, "ATen", ELEMENTWISE, False, {"op": "add"}, short="vectorized_elementwise_kernel<add>"),
 ]
@@ -891,3 +891,58 @@ def test_gpu_without_properties():
 def test_gpu_none_without_gpu_work():
     assert gpu_label({}, [], []) is None
     assert gpu_label({}, [], ["cudaGetDeviceCount"]) is None
+
+
+# --- names whose words mislead one by one, read by what the kernel does ---------------------------------------------
+
+MISLEADING = [
+    # (name, kind, family or None to leave it unchecked, is_gemm)
+    ("void vllm::cross_device_reduce_1stage<c10::BFloat16, 4>(vllm::RankData*, vllm::RankSignals, vllm::Signal*, "
+     "c10::BFloat16*, int, int)", "communication", "vLLM", False),
+    ("void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16, __nv_bfloat16, (vllm::Fp8KVCacheDataType)0>(long "
+     "const*, __nv_bfloat16*, int)", "copy and memset", "vLLM", False),
+    ("void vllm::rotary_embedding_kernel<c10::BFloat16, true>(long const*, c10::BFloat16*, c10::BFloat16*, int)",
+     "elementwise", "vLLM", False),
+    ("void fbgemm_gpu::_FP8rowwise_to_float_cuda_kernel<float>(unsigned char const*, int, int, float*)", "elementwise",
+     "FBGEMM", False),
+    ("void at::to_dense_representation_kernel<float>(long, long, long const*, float const*, long const*, float*)",
+     "copy and memset", None, False),
+    ("void cutlass__5x_cudnn::Kernel<cutlass_tensorop_bf16_s16816fprop_optimized_bf16_256x64_32x4_nhwc_align8>("
+     "cutlass_tensorop_bf16_s16816fprop_optimized_bf16_256x64_32x4_nhwc_align8::Params)", "convolution",
+     "CUTLASS (in cuDNN)", False),
+    ("void scal_kernel<float, float, 1, true, 6, 5, 5, 3>(cublasTransposeParams<float>, float const*, float*, float "
+     "const*)", "elementwise", None, False),
+    ("triton_poi_fused_addmm_gelu_view_15", "elementwise", "Inductor (Triton)", False),
+    ("triton_poi_fused__scaled_dot_product_flash_attention_cat_transpose_view_10", "copy and memset",
+     "Inductor (Triton)", False),
+    ("triton_red_fused_add_addmm_mul_native_layer_norm_split_unsqueeze_view_6", "normalization", "Inductor (Triton)",
+     False),
+    ("volta_scudnn_128x64_relu_interior_nn_v1", "convolution", "cuDNN", False),
+    ("void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(c10::BFloat16*, unsigned long)",
+     "communication", "PyTorch symmetric memory", False),
+    ("void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, "
+     "cutlass::bfloat16_t, pytorch_flash::Flash_kernel_traits<128, 128, 64, 4, cutlass::bfloat16_t> >, false, true>("
+     "pytorch_flash::Flash_fwd_params)", "attention", "FlashAttention-2 (vendored in PyTorch)", False),
+    ("void tensorrt_llm::kernels::quantize_with_block_size<(tensorrt_llm::BlockScaleQuantizationType)0, "
+     "__nv_bfloat16, 16, false>(int, int, __nv_bfloat16 const*, float const*, flashinfer::QuantizationSFLayout)",
+     "elementwise", "TensorRT-LLM", False),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::logical_and_kernel_cuda(at::TensorIterator&)::"
+     "{lambda()#1}::operator()() const::{lambda(bool, bool)#1}, std::array<char*, 3ul> >(int, ...)", "elementwise",
+     "ATen", False),
+    ("void cub::DeviceCompactInitKernel<cub::ReduceByKeyScanTileState<int, int, true>, int*>(cub::ReduceByKeyScanTile"
+     "State<int, int, true>, int, int*)", "other", "CUB", False),  # its name says nothing (no `act`): the op decides
+]
+
+
+@pytest.mark.parametrize("name, kind, family, gemm", MISLEADING, ids=[n[:50] for n, *_ in MISLEADING])
+def test_misleading_words_give_the_right_kind(name, kind, family, gemm):
+    decoded = decode(name)
+    assert kind_of_kernel(name) == kind, decoded
+    if family is not None:
+        assert decoded.family == family
+    assert decoded.is_gemm is gemm
+
+
+def test_blackwell_sm103_and_an_empty_device_name_are_named():
+    assert dict(decode("nvjet_sm103_tst_512x8_64x3_2x1_v_bz_NNT").details)["arch"] == "sm103 (Blackwell)"
+    assert gpu_label({"name": "", "computeMajor": 9, "computeMinor": 0}, [], ["cudaLaunchKernel"]) == "an NVIDIA GPU (sm90)"

@@ -528,11 +528,13 @@ def test_aten_names_are_shortened_to_their_op():
     assert short_name(gelu) == "vectorized_elementwise_kernel<gelu>"
 
 
-@pytest.mark.parametrize("name", ["my_kernel", "void foo<int>(int)", "fmha_cutlassF_f16_aligned_64x64_rf_sm80"])
-def test_unknown_names_pass_through(name):
+@pytest.mark.parametrize("name, short", [("my_kernel", "my_kernel"), ("void foo<int>(int)", "foo<int>"),
+                                         ("fmha_cutlassF_f16_aligned_64x64_rf_sm80", "fmha_cutlassF_f16_aligned_64x64_rf_sm80"),
+                                         ("void internal::foo::kernel<int, float>(Params)", "foo::kernel<int, float>")])
+def test_unknown_names_keep_their_function_name(name, short):
     decoded = decode(name)
-    assert decoded.short == name
-    assert not decoded.is_gemm
+    assert decoded.short == short  # without `void` and the parameters; a generic function keeps its namespace
+    assert not decoded.is_gemm and decoded.name == name
 
 
 @pytest.mark.parametrize("name, direction", [("_geglu_gemm_kernel", "forward"), ("_geglu_gemm_tma_kernel", "forward"),

@@ -49,8 +49,8 @@ def gpu_label(properties: dict, kernel_names: Iterable[str], runtime_names: Iter
             label += ", inferred from kernel names"
         return f"{name or 'an AMD GPU'} ({label})" if label else (name or "an AMD GPU")
     major, minor = properties.get("computeMajor"), properties.get("computeMinor")
-    if name and isinstance(major, int):
-        return f"{name} (sm{major}{minor or 0})"
+    if isinstance(major, int):
+        return f"{name or 'an NVIDIA GPU'} (sm{major}{minor or 0})"
     sm = nvidia_sm_in_names(kernel_names)
     if name:
         return f"{name} (sm{sm}, inferred from kernel names)" if sm else name

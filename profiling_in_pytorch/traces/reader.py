@@ -167,6 +167,8 @@ class _Collector:
             name = self.names.setdefault(name, name)
             lanes = self.lanes
             pid, tid = lanes.setdefault(pid, pid), lanes.setdefault(tid, tid)
+            if kind == "op" and name.startswith(STEP_PREFIX):  # traces of 2021 put the steps among the ops
+                kind = "label"
             if kind == "op":
                 dims = args.get("Input Dims")
                 dims = tuple(tuple(d) if isinstance(d, list) else () for d in dims) if isinstance(dims, list) else ()

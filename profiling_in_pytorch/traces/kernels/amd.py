@@ -43,7 +43,7 @@ LAYOUTS = {("Ailk", "Bljk"): "NN", ("Alik", "Bljk"): "TN", ("Ailk", "Bjlk"): "NT
 
 # Library families by name: (pattern on the readable name, family). Their kind of work comes from their words.
 AMD_LIBRARIES = [
-    (r"^(?:ck_tile|ck)::|^ck::|\bck_tile::", "Composable Kernel"),
+    (r"^(?:ck_tile|ck)::|\bck_tile::|\bck::", "Composable Kernel"),
     (r"^aiter::|\baiter::", "AITER"),
     (r"(?i)^miopen|^naive_conv|^igemm_(?:fwd|bwd|wrw)|^gridwise_convolution|^SubTensorOp|^Op[1-5]dTensor"
      r"|^batched_transpose|^transpose_[A-Z]{4}2[A-Z]{4}|^Im\d?d?2d?Col|^Col2Im|^MIOpen|^miopenSp\d", "MIOpen"),
@@ -96,7 +96,8 @@ def decode_tensile(name: str, core: str) -> KernelName | None:
 
 def decode_amd_library(name: str, core: str) -> KernelName | None:
     """Composable Kernel, AITER, MIOpen, rocBLAS's own kernels, rocPRIM: family by name, kind by the name's words."""
-    family = next((family for pattern, family in _AMD_LIBRARIES if pattern.search(core)), None)
+    head = core.split("(", 1)[0].split("<", 1)[0]  # the function's own name: a ck_tile type among its arguments is no CK
+    family = next((family for pattern, family in _AMD_LIBRARIES if pattern.search(head)), None)
     if family is None:
         return None
     # ck_tile::kentry<1, ck_tile::Rmsnorm2dFwd<...>>: the entry point says nothing, its first type argument does.

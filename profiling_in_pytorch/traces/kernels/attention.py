@@ -44,12 +44,14 @@ def decode_flash_attention(name: str, core: str) -> KernelName | None:
     # query rows and key/value columns, and its warps. The flash-attn package names the same kernels without
     # PyTorch's namespace (`flash::` or none).
     m = re.match(
-        r"(?:(\w+)::)?flash_(fwd|bwd)(_splitkv)?\w*?_kernel<Flash_(?:fwd|bwd)_kernel_traits<(\d+), (\d+), (\d+), (\d+)",
+        r"(?:(\w+)::)?(?:flash_(fwd|bwd)(_splitkv)?\w*?_kernel|compute_attn\w*)<(?:\w+::)?Flash_(fwd|bwd)_kernel_traits<"
+        r"(\d+), (\d+), (\d+), (\d+)",
         core,
     )
     if not m:
         return None
-    namespace, direction, split, head_dim, rows, cols, warps = m.groups()
+    namespace, direction, split, traits, head_dim, rows, cols, warps = m.groups()
+    direction = direction or traits
     details: list[tuple[str, str]] = [
         ("pass", "forward" if direction == "fwd" else "backward"),
         ("head dim", head_dim),

@@ -12,7 +12,8 @@ import re
 from functools import lru_cache
 
 from profiling_in_pytorch.traces.kernels.decode import decode
-from profiling_in_pytorch.traces.kernels.kinds import (COMMUNICATION, ELEMENTWISE, GEMM, INDEXING, MODULE_PREFIX,
+from profiling_in_pytorch.traces.kernels.kinds import (ATTENTION, COMMUNICATION, CONVOLUTION, COPY, ELEMENTWISE, GEMM,
+                                                       INDEXING, MODULE_PREFIX,
                                                        NORMALIZATION, OPTIMIZER, OTHER, REDUCTION, ROUTING, kind_of_ops,
                                                        kind_of_words)
 
@@ -36,12 +37,7 @@ def kind_of_kernel(name: str, in_optimizer: bool = False, launched_by: str | Non
     if decoded.is_gemm:
         return GEMM
     if decoded.family.startswith("Inductor"):
-        inductor = decoded.inductor_kind
-        if "reduction" in inductor:
-            if "rsqrt" in ops and {"mean", "var_mean", "var", "sum"} & set(ops):
-                return NORMALIZATION  # x * rsqrt(mean(x²) + eps): an RMSNorm or LayerNorm, fused
-            return kind_of_ops(ops) if kind_of_ops(ops) in (NORMALIZATION, ROUTING, INDEXING) else REDUCTION
-        return OPTIMIZER if inductor == "foreach" else (kind_of_ops(ops) or ELEMENTWISE)
+        return _inductor_kind(decoded.inductor_kind, ops)
     found = kind_of_ops(ops)
     if found:
         return found
@@ -52,6 +48,24 @@ def kind_of_kernel(name: str, in_optimizer: bool = False, launched_by: str | Non
     # A kernel of no known family, launched from no op that says (a Triton kernel a library wrote, `sage_fwd`,
     # `kernel_unified_attention_2d`): its name's words, as for the libraries' kernels.
     return kind_of_words(decoded.short.split("<", 1)[0]) or kind_of_words(decoded.name.split("<", 1)[0]) or OTHER
+
+
+def _inductor_kind(loop: str, ops: tuple[str, ...]) -> str:
+    """An Inductor kernel's kind: its loop (pointwise, reduction, foreach) and the ops its name lists. The ops of a
+    GEMM, a convolution or an attention in a pointwise kernel's name are the ones it follows, not what it does
+    (`triton_poi_fused_addmm_gelu_15`: the bias add and GELU after an addmm), so a pointwise kernel is elementwise
+    unless every op it lists moves data (a copy) or looks data up (indexing)."""
+    kinds = {kind_of_ops((op,)) for op in ops}
+    if loop == "foreach":
+        return OPTIMIZER
+    if "reduction" in loop:
+        if NORMALIZATION in kinds or ("rsqrt" in ops and {"mean", "var_mean", "var", "sum"} & set(ops)):
+            return NORMALIZATION  # x * rsqrt(mean(x²) + eps): an RMSNorm or LayerNorm, fused
+        return ROUTING if ROUTING in kinds else REDUCTION
+    kinds -= {GEMM, CONVOLUTION, ATTENTION, ROUTING, None}
+    if kinds and kinds <= {COPY, INDEXING}:
+        return INDEXING if INDEXING in kinds else COPY
+    return ELEMENTWISE
 
 
 @lru_cache(maxsize=8192)

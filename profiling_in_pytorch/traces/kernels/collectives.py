@@ -126,6 +126,7 @@ def decode_collective(name: str, core: str) -> KernelName | None:
         short = kernel.name if len(kernel.name) <= 64 else f"NCCL {kernel.collective or 'generic'}"
         return KernelName(name, short, "NCCL/RCCL", False, (kernel.collective or "collective",), tuple(details),
                           work="communication")
+    core = core.replace("(anonymous namespace)::", "")
     if "symmetric_memory" in core or re.match(r"(?:\w+::)*(?:one_shot|two_shot|multimem)_\w*(?:all_reduce|all_gather|"
                                               r"reduce_scatter)\w*_kernel", core):
         base = base_function(core)

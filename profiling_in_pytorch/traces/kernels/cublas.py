@@ -95,6 +95,8 @@ def decode_xmma(name: str, core: str) -> KernelName | None:
         details.append(("layout", layout))
     if "ffma" in tokens:
         details.append(("math", "CUDA cores (ffma: fp32 fused multiply-add)"))
+    elif "warpgroupsize" in rest or "wgmma" in tokens:
+        details.append(("math", "tensor cores (wgmma: Hopper's warpgroup MMA)"))
     elif any(t.startswith("tensor") for t in tokens):
         details.append(("math", "tensor cores (" + next(t for t in tokens if t.startswith("tensor"))[6:] + " mma)"))
     gemm = "gemm" in op or "gemv" in op

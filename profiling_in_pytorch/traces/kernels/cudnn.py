@@ -56,6 +56,9 @@ def decode_cudnn_sdpa(name: str, core: str) -> KernelName | None:
 
 
 
+C_TYPES = {"float": "fp32", "double": "fp64", "__half": "fp16", "half": "fp16", "c10::Half": "fp16",
+           "__nv_bfloat16": "bf16", "c10::BFloat16": "bf16"}
+
 # cuDNN's C++ kernels, by their words: what each does.
 CUDNN_WHAT = [
     (r"bn_fw_tr|batchnorm_fwtr|bn_fw_training", "batch norm, forward (training)"),
@@ -69,13 +72,13 @@ CUDNN_WHAT = [
     (r"dgrad", "convolution, data gradient"),
     (r"[Oo]ffsets[Kk]ernel", "convolution: index precomputation"),
     (r"convolve|conv", "convolution"),
-    (r"scalePackedTensor|scale", "scaling a tensor"),
+    (r"scalePackedTensor|scale", "scale a tensor (elementwise)"),
 ]
 
 
 def decode_cudnn(name: str, core: str) -> KernelName | None:
     """cuDNN's convolutions (arch-named, xmma, C++, CUTLASS inside cuDNN), batch norm and layout transforms."""
-    m = re.match(r"cudnn_(?:infer_|train_)?(maxwell|pascal|volta|turing|ampere|ada|hopper)_([a-z]*)cudnn_(.*)$", core)
+    m = re.match(r"(?:cudnn_)?(?:infer_|train_)?(maxwell|pascal|volta|turing|ampere|ada|hopper)_([a-z]*)cudnn_(.*)$", core)
     if m:  # cudnn_ampere_scudnn_128x64_relu_xregs_large_nn_v1
         family, precision, rest = m.groups()
         details = [("arch", arch_label(ARCH_BY_FAMILY[family])),
@@ -99,9 +102,9 @@ def decode_cudnn(name: str, core: str) -> KernelName | None:
         tile = re.search(r"tilesize(\d+x\d+x\d+)", rest)
         if tile:
             details.append(("tile", tile.group(1)))
-        layout = re.search(r"_(nhwc|nchw|ndhwc)", rest)
-        if layout:
-            details.append(("layout", layout.group(1).upper()))
+        layouts = re.findall(r"_(nhwc|nchw|ndhwc|ncdhw)(?=_|$)", "_" + rest)  # `nhwckrsc` is input and filter
+        if layouts:
+            details.append(("layout", layouts[-1].upper()))  # the output's
         short = f"cuDNN conv {direction} sm{sm} {tile.group(1) if tile else ''}".rstrip()
         return KernelName(name, short, "cuDNN (xmma)", False, ("convolution",), tuple(details), work=CONVOLUTION)
     if not re.search(r"\bcudnn|cask_cudnn|cutlass_cudnn|xmma_cudnn|^fft2d_|^wgrad_alg|^implicit_convolve|"
@@ -120,6 +123,6 @@ def decode_cudnn(name: str, core: str) -> KernelName | None:
     what = next((text for pattern, text in CUDNN_WHAT if re.search(pattern, core)), "")
     work = kind_of_words(what or base) or CONVOLUTION
     dtype = re.search(r"<(float|double|__half|half|__nv_bfloat16|c10::Half|c10::BFloat16)\b", core)
-    details = [("what", what or base)] + ([("dtype", dtype.group(1))] if dtype else [])
+    details = [("what", what or base)] + ([("dtype", C_TYPES[dtype.group(1)])] if dtype else [])
     short = base + ("<…>" if "<" in core else "")
     return KernelName(name, short, "cuDNN", False, (), tuple(details), work=work)

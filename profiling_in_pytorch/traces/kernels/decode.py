@@ -85,11 +85,12 @@ def short_name(name: str) -> str:
 def math_unit(name: str) -> str:
     """"tensor cores", "CUDA cores", or "" when a GEMM's name does not say: `s16816`, `tensorop`, `wgmma` and
     nvjet's 16-bit `_h_` mean tensor cores; `ffma`, `sgemm` and `simt` mean fp32 on the CUDA cores; on AMD, MFMA
-    instructions are its matrix cores."""
+    instructions run on its matrix cores ("matrix cores")."""
     decoded = decode(name)
     unit = dict(decoded.details).get("math", "")
     if unit:
-        return "tensor cores" if unit.startswith(("tensor", "matrix")) else "CUDA cores"
+        return "tensor cores" if unit.startswith("tensor") else "matrix cores" if unit.startswith("matrix") else (
+            "CUDA cores")
     if decoded.family == "cuBLAS (nvjet)" and dict(decoded.details).get("inputs") == DTYPES["h"]:
         return "tensor cores"
     if re.search(r"(^|_)[shi]\d{4,}gemm", name):

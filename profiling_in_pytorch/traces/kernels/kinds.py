@@ -72,19 +72,29 @@ def kind_of_ops(ops) -> str | None:
 # Composable Kernel, AITER, FlashInfer, vLLM, ...), not codes. First match wins: attention before convolution (cuDNN's
 # attention kernels say `fprop`), normalization before reduction.
 WORK_WORDS = [
+    # Compound names whose words would mislead one by one: vLLM's `reshape_and_cache_flash_kernel` writes the KV
+    # cache (no attention), `rotary_embedding_kernel` is elementwise (no lookup), `cross_device_reduce_1stage` an
+    # all-reduce over peer GPUs' memory (no reduction of one tensor).
+    (r"reshape_and_cache|concat_and_cache|store_?kv|kv_?cache_?(?:write|store)|append_paged_kv|to_dense", COPY),
+    (r"kv_indices", INDEXING),
+    (r"rotary|\brope|swiglu|geglu|silu_and_mul|act_and_mul|gelu_and_mul", ELEMENTWISE),
+    (r"cross_device_reduce|custom_?all_?reduce|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast",
+     COMMUNICATION),
+    (r"finalize_matmul|moe::dev::(?!activation)", ROUTING),
+    (r"bwd_weight|bwd_data", CONVOLUTION),
     (r"fmha|flash|attention|attn|paged_?att|prefill|decode_?att|sdpa|softmax_gemm|xqa|merge_?state|\bmha"
      r"|\bsage_(?:fwd|bwd|attn)", ATTENTION),
     (r"conv(?!ert)|winograd|fft2d|wgrad|dgrad|fprop|igemm_(?:fwd|bwd|wrw)|implicit_?gemm|im2col|col2im", CONVOLUTION),
-    (r"norm|\bbn_|bn_(?:fw|bw)|batchnorm", NORMALIZATION),
+    (r"norm|\bbn_|bn_(?:fw|bw)|batchnorm|gammabeta", NORMALIZATION),
     (r"top_?k|sort|routing|moe_?align|gating|expand_?input|finalize_?moe|sampling|permute_?(?:tokens|experts)|bitmatrix",
      ROUTING),
-    (r"gemm|gemv|matmul|\bbmm|_mm_|scaled_mm|mfma|\bxdl|grouped_mm|fp8_mm|dense|fused_moe_kernel|moe_gemm|wv_?splitk", GEMM),
-    (r"embedding|gather|scatter|index|indices|lookup|permute_(?:1D|2D|indices|sparse|pooled)|jagged", INDEXING),
+    (r"gemm|gemv|matmul|\bbmm|_mm_|scaled_mm|mfma|\bxdl|grouped_mm|fp8_mm|fused_moe_kernel|moe_gemm|wv_?splitk", GEMM),
+    (r"embedding|gather|scatter|index|indices|lookup|permute_(?:1D|2D|indices|sparse|pooled)|jagged|bucketize|offsets",
+     INDEXING),
     (r"nchw|nhwc|transpose|copy|cache|memcpy|memset|\bpack|concat|fill", COPY),
-    (r"all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast", COMMUNICATION),
-    (r"softmax|reduce|reduction|\bsum|mean|scan|cumsum|loss|pool|amax|argmax", REDUCTION),
-    (r"act|silu|gelu|relu|swiglu|geglu|rope|rotary|quant|scale|elementwise|pointwise|\badd|\bmul|cast|convert|dropout"
-     r"|tensorop|op2d|op3d|tensor_op", ELEMENTWISE),
+    (r"softmax|reduce|reduction|\bsum|mean|scan|cumsum|loss|pool|amax|argmax|nllcriterion", REDUCTION),
+    (r"\bact\b|activation|silu|gelu|relu|rope|quant|scale|elementwise|pointwise|\badd|\bmul|cast|convert|dropout"
+     r"|tensorop|op2d|op3d|tensor_op|to_float|from_float|qparam|\bscal_kernel|axpy", ELEMENTWISE),
 ]
 _WORK_WORDS = [(re.compile(pattern, re.I), kind) for pattern, kind in WORK_WORDS]
 

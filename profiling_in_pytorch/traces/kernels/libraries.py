@@ -38,12 +38,17 @@ _LIBRARIES = [(re.compile(pattern), family) for pattern, family in LIBRARIES]
 
 
 def decode_library(name: str, core: str) -> KernelName | None:
-    family = next((family for pattern, family in _LIBRARIES if pattern.search(core)), None)
+    # The function's own namespace first; a kernel in the global namespace is known by its arguments' types
+    # (vLLM's ROCm paged attention: `paged_attention_ll4mi_QKV_mfma16_kernel<..., (vllm::Fp8KVCacheDataType)0, ...>`).
+    head = core.split("(", 1)[0].split("<", 1)[0]
+    family = next((family for pattern, family in _LIBRARIES if pattern.search(head)), None)
+    if family is None and "::" not in head:
+        family = next((family for pattern, family in _LIBRARIES if pattern.search(core)), None)
     if family is None:
         return None
     base = base_function(core)
-    work = kind_of_words(base) or kind_of_words(core.split("<", 1)[0])
-    if family == "DeepEP" and re.search(r"dispatch|combine", base):
+    work = kind_of_words(base) or kind_of_words(head.replace("fbgemm", "fbg"))  # FBGEMM's name is no GEMM
+    if family == "DeepEP" and re.search(r"dispatch|combine|notify", base):
         work = COMMUNICATION  # expert parallelism's all-to-all: tokens to their experts' ranks and back
     details = (("kernel", base),)
     return KernelName(name, base + ("<…>" if "<" in core else ""), family, work == GEMM, (), details, work=work)

@@ -24,10 +24,14 @@ ARCHS = {
     "75": "Turing",
     "80": "Ampere",
     "86": "Ampere",
+    "87": "Ampere",
     "89": "Ada",
     "90": "Hopper",
     "100": "Blackwell",
+    "103": "Blackwell",
+    "110": "Blackwell",
     "120": "Blackwell",
+    "121": "Blackwell",
 }
 ARCH_BY_FAMILY = {"maxwell": "50", "pascal": "60", "volta": "70", "turing": "75", "ampere": "80", "ada": "89", "hopper": "90"}
 
@@ -46,7 +50,7 @@ DTYPES = {
 }
 
 
-GEMM_WORDS = re.compile(r"nvjet|gemm|gemv|cutlass|xmma|cublas|matmul", re.IGNORECASE)
+GEMM_WORDS = re.compile(r"nvjet|(?<!fb)gemm|gemv|cutlass|xmma|matmul", re.IGNORECASE)  # FBGEMM is no GEMM
 NOT_GEMM_WORDS = re.compile(r"flash|fmha|attention|splitKreduce|reduce_kernel|elementwise", re.IGNORECASE)
 
 
@@ -144,7 +148,7 @@ def drop_return_type(name: str) -> str:
 def strip_wrapper(name: str) -> str:
     """`void cutlass::Kernel2<cutlass_80_...>(Params)` -> `cutlass_80_...`; `void f<...>(...)` -> `f<...>(...)`."""
     core = name[5:] if name.startswith("void ") else name
-    m = re.match(r"(?:cutlass::)?(?:Kernel2?|device_kernel)<(\w+)(?=[>,(])", core)  # a plain name, not a type
+    m = re.match(r"(?:\w+::)?(?:Kernel2?|device_kernel)<(\w+)(?=[>,(])", core)  # a plain name, not a type
     if m:
         return m.group(1)
     return core
@@ -164,13 +168,25 @@ def base_function(core: str) -> str:
     return head.split("::")[-1] or head
 
 
-def shorten(name: str, limit: int = 80) -> str:
-    """Long C++ names lose their template arguments and parameters; short names stay as they are."""
-    if len(name) <= limit:
-        return name
+def shorten(name: str, limit: int = 48) -> str:
+    """A C++ name without `void` and its parameters; its template arguments too when they make it longer than
+    `limit`: `compute_cuda_kernel<long>`, `vectorized_gather_kernel<…>`. A function named for nothing
+    (`kernel`, `device_kernel`) keeps the namespace that names it: `gemvx::kernel<…>`."""
     core = name[5:] if name.startswith("void ") else name
+    if "(" not in core and "<" not in core:
+        return core
     base = base_function(core)
-    return base + ("<…>" if "<" in core else "(…)")
+    if base in GENERIC_FUNCTIONS:
+        head = re.sub(r"\(anonymous namespace\)::", "", core.split("<", 1)[0].split("(", 1)[0])
+        base = "::".join(head.split("::")[-2:])
+    if "<" not in core.split("(", 1)[0]:
+        return base
+    arguments = ", ".join(template_arguments(core))
+    whole = f"{base}<{arguments}>"
+    return whole if len(whole) <= limit else base + "<…>"
+
+
+GENERIC_FUNCTIONS = {"kernel", "Kernel", "Kernel2", "device_kernel", "kentry", "kernel_entry", "global_kernel"}
 
 
 def plain_base(text: str) -> str:
