@@ -227,11 +227,13 @@ def communication(trace: Trace) -> Communication | None:
 def _step(name: str, ts: float, collectives: list[Collective], issued: Counter,
           compute: list[tuple[float, float]]) -> StepCommunication:
     collectives.sort(key=lambda c: c.ts)
+    ends = [b for _, b in compute]  # once per step, not once per collective: a rank's trace holds thousands
     for i, c in enumerate(collectives):
         c.index = i
-        c.exposed_us = _uncovered([(c.ts, c.end)], compute)
+        c.exposed_us = _uncovered([(c.ts, c.end)], compute, ends)
     lane = _merged((c.ts, c.end) for c in collectives)
-    return StepCommunication(name, ts, collectives, issued, sum(b - a for a, b in lane), _uncovered(lane, compute))
+    return StepCommunication(name, ts, collectives, issued, sum(b - a for a, b in lane),
+                             _uncovered(lane, compute, ends))
 
 
 def _issued(ops: Iterable[CpuOp]) -> Counter:
@@ -263,9 +265,10 @@ def _merged(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float
     return [(a, b) for a, b in out]
 
 
-def _uncovered(intervals: list[tuple[float, float]], cover: list[tuple[float, float]]) -> float:
-    """How much of `intervals` (disjoint) no interval of `cover` (sorted, disjoint) covers."""
-    ends = [b for _, b in cover]
+def _uncovered(intervals: list[tuple[float, float]], cover: list[tuple[float, float]],
+               ends: list[float] | None = None) -> float:
+    """How much of `intervals` (disjoint) no interval of `cover` (sorted, disjoint; `ends`: their ends) covers."""
+    ends = [b for _, b in cover] if ends is None else ends
     total = 0.0
     for start, end in intervals:
         covered = 0.0

