@@ -137,6 +137,27 @@ WORLDS = [
         (r"cudnn::bn_(fw|bw)", NORMALIZATION),
     ), top=CONVOLUTION, properties=False),
     World("cpu_only_hta.json.gz", "", properties=False),
+    World("h100_resnet50_train_suite.json.gz", "sm90", (
+        (r"^sm90_xmma_(fprop|dgrad|wgrad)_|cutlass_tensorop_\w*fprop", CONVOLUTION),
+        (r"batch_norm_\w*channels_last", NORMALIZATION),
+        (r"multi_tensor_apply_kernel", OPTIMIZER),
+    ), top=NORMALIZATION),  # batch norm's statistics outweigh the convolutions at this size
+    World("h100_bert_suite.json.gz", "sm90", (
+        (r"^nvjet_sm90_.*_bias_", GEMM),
+        (r"^cudnn_generated_fort_native_sdpa_", ATTENTION),
+        (r"layer_norm", NORMALIZATION),
+    ), top=GEMM),
+    World("h100_unet_train_suite.json.gz", "sm90", (
+        (r"^sm\d+_xmma_(fprop|dgrad|wgrad)_", CONVOLUTION),
+        (r"nchwToNhwcKernel|nhwcToNchwKernel|tensorTransformGeneric", COPY),  # cuDNN's layout transforms
+        (r"ComputeFusedParams|ComputeBackwardFusedParams", NORMALIZATION),  # group norm's
+    ), top=COPY),
+    World("h100_mlp_max_autotune_suite.json.gz", "sm90", (
+        (r"^nvjet_", GEMM),
+        (r"^triton_poi_fused_", ELEMENTWISE),
+        (r"multi_tensor_apply_kernel<.*UnaryOpFunctor.*at::native::Copy<", COPY),  # CUDA graph trees copy the
+        # inputs into their buffers (`_foreach_copy_`): a copy, not an optimizer
+    ), top=GEMM),
 ]
 GPU_WORLDS = [world for world in WORLDS if world.arch]
 

@@ -30,8 +30,8 @@ def kind_of_kernel(name: str, in_optimizer: bool = False, launched_by: str | Non
     if decoded.work == COMMUNICATION or (not decoded.family and _COMMUNICATION.search(name)):
         return COMMUNICATION
     ops = decoded.compute_ops or decoded.ops
-    if in_optimizer or any(op.startswith(("_foreach_", "_fused_")) for op in ops):
-        return OPTIMIZER
+    if in_optimizer or any(op.startswith(("_foreach_", "_fused_")) and not op.startswith("_foreach_copy") for op in ops):
+        return OPTIMIZER  # `_foreach_copy_` copies (CUDA graph trees' inputs into their buffers), it updates nothing
     if decoded.work:
         return decoded.work
     if decoded.is_gemm:
@@ -75,8 +75,9 @@ def _kind_of_op(name: str, in_optimizer: bool) -> str:
         return OTHER  # a module range's own time: Python between the ops (`nn.Module: LlamaAttention` is no attention)
     if _COMMUNICATION.search(name):
         return COMMUNICATION
-    if in_optimizer or name.startswith(("aten::_foreach_", "aten::_fused_adam", "aten::_fused_sgd")) or name.startswith(
-            _OPTIMIZER_RANGES):
+    if in_optimizer or name.startswith(_OPTIMIZER_RANGES) or (
+            name.startswith(("aten::_foreach_", "aten::_fused_adam", "aten::_fused_sgd"))
+            and not name.startswith("aten::_foreach_copy")):
         return OPTIMIZER
     if name.startswith("cpp_fused_") or name.startswith("triton_"):  # Inductor's kernels in a CPU trace
         return kind_of_kernel(name.replace("cpp_fused_", "triton_poi_fused_"), in_optimizer)

@@ -71,6 +71,7 @@ CUDNN_WHAT = [
     (r"wgrad", "convolution, weight gradient"),
     (r"dgrad", "convolution, data gradient"),
     (r"[Oo]ffsets[Kk]ernel", "convolution: index precomputation"),
+    (r"init_device_workspace|workspace", "clears a workspace (a memset)"),
     (r"convolve|conv", "convolution"),
     (r"scalePackedTensor|scale", "scale a tensor (elementwise)"),
 ]
@@ -107,7 +108,7 @@ def decode_cudnn(name: str, core: str) -> KernelName | None:
             details.append(("layout", layouts[-1].upper()))  # the output's
         short = f"cuDNN conv {direction} sm{sm} {tile.group(1) if tile else ''}".rstrip()
         return KernelName(name, short, "cuDNN (xmma)", False, ("convolution",), tuple(details), work=CONVOLUTION)
-    if not re.search(r"\bcudnn|cask_cudnn|cutlass_cudnn|xmma_cudnn|^fft2d_|^wgrad_alg|^implicit_convolve|"
+    if not re.search(r"\bcudnn|cask_cudnn|cask_plugin|cutlass_cudnn|xmma_cudnn|xmma__\w*cudnn|^fft2d_|^wgrad_alg|^implicit_convolve|"
                      r"^explicit_convolve|^precomputed_convolve|^conv2d_grouped|^dgrad_engine", core):
         return None
     base = base_function(core)

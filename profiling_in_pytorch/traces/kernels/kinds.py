@@ -91,7 +91,7 @@ WORK_WORDS = [
     (r"gemm|gemv|matmul|\bbmm|_mm_|scaled_mm|mfma|\bxdl|grouped_mm|fp8_mm|fused_moe_kernel|moe_gemm|wv_?splitk", GEMM),
     (r"embedding|gather|scatter|index|indices|lookup|permute_(?:1D|2D|indices|sparse|pooled)|jagged|bucketize|offsets",
      INDEXING),
-    (r"nchw|nhwc|transpose|copy|cache|memcpy|memset|\bpack|concat|fill", COPY),
+    (r"nchw|nhwc|transpose|copy|cache|memcpy|memset|\bpack|concat|fill|tensor_?transform", COPY),
     (r"softmax|reduce|reduction|\bsum|mean|scan|cumsum|loss|pool|amax|argmax|nllcriterion", REDUCTION),
     (r"\bact\b|activation|silu|gelu|relu|rope|quant|scale|elementwise|pointwise|\badd|\bmul|cast|convert|dropout"
      r"|tensorop|op2d|op3d|tensor_op|to_float|from_float|qparam|\bscal_kernel|axpy", ELEMENTWISE),
@@ -101,5 +101,7 @@ _WORK_WORDS = [(re.compile(pattern, re.I), kind) for pattern, kind in WORK_WORDS
 
 def kind_of_words(text: str) -> str:
     """The kind of work a library kernel's name says by its words (WORK_WORDS), or "" when none does."""
-    words = re.sub(r"([a-z])([A-Z])", r"\1_\2", text)  # camelCase names: `BatchNormFwd` -> `Batch_Norm_Fwd`
-    return next((kind for pattern, kind in _WORK_WORDS if pattern.search(words) or pattern.search(text)), "")
+    # camelCase names split into words (`BatchNormFwd` -> `Batch_Norm_Fwd`), which the tables read: the joined text
+    # would find `sort` in `tensorTransform`.
+    words = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", text)
+    return next((kind for pattern, kind in _WORK_WORDS if pattern.search(words)), "")
