@@ -456,9 +456,9 @@ def print_decoded(trace: Trace, console: Console, *, full_names: bool, rows: int
 
 def print_verdict(trace: Trace, console: Console, given: Verdict | None = None) -> None:
     v = given or verdict(trace)
-    if v.kind != "no GPU data":
+    if v.kind not in ("no GPU data", "GPU only"):  # with no CPU side, the numbers a verdict weighs are not there
         print_verdict_numbers(v, console)
-    style = {"overhead-bound": "yellow", "compute-bound": "green"}.get(v.kind, "dim")
+    style = {"overhead-bound": "yellow", "compute-bound": "green", "communication-bound": "magenta"}.get(v.kind, "dim")
     kind, _, rest = v.summary.partition(": ")
     console.print(f"[bold]verdict:[/bold] [{style}]{kind}[/{style}]: {escape(rest)}")
 
