@@ -312,3 +312,25 @@ def test_cpu_only_trace():
     assert trace.device is None and not trace.has_gpu
     assert not summary.on_gpu
     assert any("CPU-only" in note for note in trace.notes)
+
+
+@pytest.mark.parametrize("world", WORLDS, ids=str)
+def test_the_default_report_fits_a_screen(world, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
+    assert trace_report([str(WORLD / world.file)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) <= 120, len(lines)  # the rest behind --rows, --steps and --kernels
+    assert max(len(line) for line in lines) <= 100
+
+
+def test_what_does_not_fit_is_named_and_shown_whole_on_request(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
+    path = str(WORLD / "h100_vllm_tp4_rank0_cudagraph_58to96ms.json.gz")
+    assert trace_report([path]) == 0
+    brief = capsys.readouterr().out
+    left = re.search(r"left out to fit a screen: (.*) \(--rows 0 prints every section whole\)", brief.replace("\n", " "))
+    assert left, brief[-400:]
+    assert trace_report([path, "--rows", "0"]) == 0
+    whole = capsys.readouterr().out
+    assert "left out to fit a screen" not in whole and len(whole.splitlines()) > 120
+    assert "CUDA graph replays" in whole and "Who sets the pace" in whole

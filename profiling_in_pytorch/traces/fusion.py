@@ -73,6 +73,17 @@ BANDWIDTH_GBS = {
     "NVIDIA L4": 300.0,
     "NVIDIA A10G": 600.0,
     "NVIDIA GeForce RTX 4090": 1008.0,
+    "NVIDIA H800": 3350.0,
+    "NVIDIA GH200 480GB": 4000.0,
+    "NVIDIA B200": 8000.0,
+    "Tesla V100-SXM2-16GB": 900.0,
+    "Tesla V100-SXM2-32GB": 900.0,
+    "Tesla V100-DGXS-32GB": 900.0,
+    "AMD Instinct MI300X": 5300.0,
+    "AMD Instinct MI300X VF": 5300.0,  # a virtual function: the same GPU, partitioned by the host
+    "AMD Instinct MI325X": 6000.0,
+    "AMD Instinct MI210": 1638.0,
+    "AMD Instinct MI250X": 3277.0,  # both dies; one GCD (what ROCm lists as a device) has half
 }
 SHAPES_HINT = "Where fusion would pay needs input shapes: profile with record_shapes=True (a lesson's --record_shapes)"
 # Ops a fused kernel's name may leave out: views, and copies that become its loads and stores.

@@ -57,6 +57,7 @@ AUTO_ROWS = -1  # --rows not given: a short report (BRIEF_ROWS a table) for one 
 # 120 lines) on a model's trace of thousands of kernels; --rows N or 0 shows more.
 BRIEF_ROWS = 10
 STEP_LINES = 40  # without --steps, the steps printed one by one take about this many lines at most
+BRIEF_LINES = 120  # without --rows or --steps, one trace's report fits this many lines: a screen
 
 
 def build_parser() -> ArgumentParser:
@@ -164,8 +165,9 @@ def _main(argv: Sequence[str] | None) -> int:
     if second is None:
         brief = args.rows == AUTO_ROWS and args.steps == AUTO_STEPS and not args.kernels  # asked for detail: 40 rows
         print_report(first, console, full_names=args.full_names, steps=args.steps,
-                     rows=BRIEF_ROWS if brief else rows, graph_kernels=args.graph_kernels, kernels=args.kernels)
-        print_fusion(found, console, rows=FUSION_BRIEF_ROWS if brief else rows)
+                     rows=BRIEF_ROWS if brief else rows, graph_kernels=args.graph_kernels, kernels=args.kernels,
+                     fusion_found=found, fusion_rows=FUSION_BRIEF_ROWS if brief else rows,
+                     lines=BRIEF_LINES if brief else None)
         return 0
     console.width = min(console.width, DIFF_WIDTH)  # a diff fits 100 columns, its fusion section too
     compact = args.rows == AUTO_ROWS
@@ -245,19 +247,75 @@ def _finite(value):
 
 def print_report(
     trace: Trace, console: Console, *, full_names: bool = False, steps: int | None = AUTO_STEPS, rows: int | None = DEFAULT_ROWS,
-    graph_kernels: bool = False, kernels: bool = False,
+    graph_kernels: bool = False, kernels: bool = False, fusion_found: fusion.Fusion | None = None,
+    fusion_rows: int | None = None, lines: int | None = None,
 ) -> None:
-    print_header(trace, console)
-    # --- the summary first (profiling_in_pytorch.traces.summary), then the per-step lists when they are short ---
+    """The report of one trace: header and summary, then the sections below them in order. With `lines`, the sections
+    that do not fit that many lines in all are left out, the least telling first (the per-kernel tables, the graph
+    replays, the steps one by one), and one line at the end says which and how to see them."""
     judged = verdict(trace)
     summary = summarize(trace, judged)
-    print_summary(summary, console, rows=rows)
     collapse = steps == AUTO_STEPS  # asked for steps (--steps) are printed whole; else a repeated step is one line
     if steps == AUTO_STEPS:
         steps = auto_steps(summary.max_per_step)
     kernels = kernels or steps is None or steps > 0
-    # ---
     shown = trace.steps if steps is None else trace.steps[:steps]
+    found = comm.communication(trace)
+
+    def steps_section() -> None:
+        _print_steps(trace, shown, console, full_names=full_names, rows=rows, collapse=collapse)
+
+    def kernels_section() -> None:
+        if trace.has_gpu and kernels:
+            if len(trace.steps) > 1 or not shown:  # one step printed one by one is its own avg CUDA table
+                print_kernel_stats(trace, console, full_names=full_names, rows=rows)
+            print_decoded(trace, console, full_names=full_names,
+                          rows=rows if rows is None or rows > BRIEF_ROWS else max(1, rows // 2))
+        elif trace.has_gpu:
+            console.print("[dim]per step and per kernel: --steps N prints steps one by one, --kernels the post's avg "
+                          "CUDA table and what each kernel's name says[/dim]")
+            console.print()
+
+    # (name said when left out, how it prints, the order in which sections are given up to fit `lines`: high first)
+    sections = [
+        ("the steps one by one", steps_section, 3),
+        ("what fell outside the steps", lambda: print_outside_steps(trace, console), 4),
+        ("the CUDA graph replays", lambda: graphs.print_graph_replays(  # CUDA graphs
+            trace, console, kernels=graph_kernels, full_names=full_names, rows=rows), 2),
+        ("the per-kernel tables", kernels_section, 1),
+        ("the collectives", lambda: comm.print_communication(found, console, rows=rows) if found else None, 5),
+        ("the verdict's numbers", lambda: print_verdict(trace, console, judged), 7),
+        ("where fusion would pay", lambda: print_fusion(fusion_found, console, rows=fusion_rows)
+         if fusion_found is not None else None, 6),
+    ]
+    head = _rendered(console, lambda: (print_header(trace, console), print_summary(summary, console, rows=rows)))
+    console.file.write(head)
+    rendered = [(name, _rendered(console, draw), keep) for name, draw, keep in sections]
+    kept = {name for name, _, _ in rendered}
+    if lines is not None:
+        used = head.count("\n") + 2  # and the line (two at 100 columns) saying what was left out
+        kept = set()
+        for name, text, _ in sorted(rendered, key=lambda section: -section[2]):
+            if used + text.count("\n") <= lines:
+                kept.add(name)
+                used += text.count("\n")
+    for name, text, _ in rendered:
+        if name in kept:
+            console.file.write(text)
+    left = [name for name, text, _ in rendered if name not in kept and text.strip()]
+    if left:
+        console.print(f"[dim]left out to fit a screen: {', '.join(left)} (--rows 0 prints every section whole)[/dim]")
+
+
+def _rendered(console: Console, draw) -> str:
+    """What `draw` prints to the console, as text (styles kept), not yet written."""
+    with console.capture() as captured:
+        draw()
+    return captured.get()
+
+
+def _print_steps(trace: Trace, shown: list[Step], console: Console, *, full_names: bool, rows: int | None,
+                 collapse: bool) -> None:
     printed: dict[tuple, Step] = {}  # the GPU work sequences printed in full so far, and their steps
     for step in shown:
         if trace.has_gpu:
@@ -273,19 +331,6 @@ def print_report(
         left = len(trace.steps) - len(shown)
         console.print(f"[dim]… {left} {'more ' if shown else ''}step{'s' if left != 1 else ''} not printed one by one "
                       "(--steps N or all)[/dim]")
-    print_outside_steps(trace, console)
-    graphs.print_graph_replays(trace, console, kernels=graph_kernels, full_names=full_names, rows=rows)  # CUDA graphs
-    if trace.has_gpu and kernels:
-        print_kernel_stats(trace, console, full_names=full_names, rows=rows)
-        print_decoded(trace, console, full_names=full_names, rows=rows)
-    elif trace.has_gpu:
-        console.print("[dim]per step and per kernel: --steps N prints steps one by one, --kernels the post's avg CUDA "
-                      "table and what each kernel's name says[/dim]")
-        console.print()
-    found = comm.communication(trace)  # --- communication ---
-    if found is not None:
-        comm.print_communication(found, console, rows=rows)
-    print_verdict(trace, console, judged)
 
 
 def auto_steps(max_per_step: int) -> int:
