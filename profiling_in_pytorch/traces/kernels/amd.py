@@ -21,6 +21,7 @@ import re
 from profiling_in_pytorch.traces.kernels.kinds import CONVOLUTION, GEMM, REDUCTION, kind_of_words
 from profiling_in_pytorch.traces.kernels.name import KernelName, base_function
 
+
 # gfx architectures: what a reader knows them as (`gfx_label`).
 GFX = {
     "gfx906": "Vega 20, MI50/MI60",

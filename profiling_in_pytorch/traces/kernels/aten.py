@@ -9,6 +9,7 @@ import re
 
 from profiling_in_pytorch.traces.kernels.name import KernelName, base_function, plain_base, template_arguments
 
+
 # The functor or kernel inside an ATen kernel's C++ name tells which op it runs. First match wins, so
 # the more specific patterns come first.
 ATEN_OPS = [

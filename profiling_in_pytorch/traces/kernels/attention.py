@@ -16,6 +16,7 @@ import re
 
 from profiling_in_pytorch.traces.kernels.name import DTYPES, KernelName, arch_label
 
+
 def decode_fmha_cutlass(name: str, core: str) -> KernelName | None:
     # fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<...>::Params): the fused
     # multi-head attention of xformers, upstreamed into PyTorch as SDPA's memory-efficient backend.

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from profiling_in_pytorch.traces.kernels.name import KernelName, base_function
 
+
 COLLECTIVES = ("AllReduce", "ReduceScatter", "Reduce", "AllGather", "Broadcast", "AllToAll", "SendRecv", "Barrier")
 _COLL = "|".join(COLLECTIVES)
 _ALGO = "RING|TREE|COLLNET_DIRECT|COLLNET_CHAIN|NVLS_TREE|NVLS|PAT"

@@ -17,6 +17,7 @@ import re
 
 from profiling_in_pytorch.traces.kernels.name import ARCH_BY_FAMILY, DTYPES, KernelName, arch_label, base_function, is_gemm
 
+
 def decode_nvjet(name: str, core: str) -> KernelName | None:
     m = re.match(r"nvjet_(?:sm(\d+)_)?(.*)$", core)
     if not m:

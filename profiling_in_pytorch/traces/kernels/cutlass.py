@@ -14,6 +14,7 @@ import re
 from profiling_in_pytorch.traces.kernels.kinds import CONVOLUTION, GEMM
 from profiling_in_pytorch.traces.kernels.name import DTYPES, KernelName, arch_label
 
+
 def decode_cutlass(name: str, core: str) -> KernelName | None:
     # cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8
     # cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_bf16_bf16_128x256x64_1x2x1_0_tnn_align8_warpspecialized_...

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+
 BUILTIN = {
     "v": "void", "w": "wchar_t", "b": "bool", "c": "char", "a": "signed char", "h": "unsigned char", "s": "short",
     "t": "unsigned short", "i": "int", "j": "unsigned int", "l": "long", "m": "unsigned long", "x": "long long",

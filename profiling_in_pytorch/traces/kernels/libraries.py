@@ -12,6 +12,7 @@ import re
 from profiling_in_pytorch.traces.kernels.kinds import COMMUNICATION, GEMM, kind_of_words
 from profiling_in_pytorch.traces.kernels.name import KernelName, base_function
 
+
 # (pattern on the readable name, library). First match wins.
 LIBRARIES = [
     (r"\bvllm::|^_C::", "vLLM"),

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from profiling_in_pytorch.traces.kernels.ops import VIEW_OPS
 
+
 # A cell of a kernel table holds at most two lines of a 36-column name at 100 terminal columns: a decoded short name
 # longer than this is cut (`decode` does it), the whole name stays in `KernelName.name` for --full_names.
 SHORT_LIMIT = 72

@@ -3,6 +3,7 @@ rewrite a tensor's shape (no arithmetic, no kernel of their own)."""
 
 from __future__ import annotations
 
+
 # Op names that contain underscores, so that `fused__unsafe_view_gelu_mul` splits into
 # `_unsafe_view, gelu, mul` and not `_unsafe, view, gelu, mul`. Longest match wins.
 MULTI_WORD_OPS = {

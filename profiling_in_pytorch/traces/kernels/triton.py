@@ -12,6 +12,7 @@ import re
 from profiling_in_pytorch.traces.kernels.name import KernelName, is_gemm
 from profiling_in_pytorch.traces.kernels.ops import split_fused_ops
 
+
 # Inductor prefixes its Triton kernels with the kind of loop it generated.
 INDUCTOR_KINDS = {
     "poi": "pointwise",

@@ -18,6 +18,7 @@ import re
 from profiling_in_pytorch.traces.kernels.kinds import ATTENTION, GEMM
 from profiling_in_pytorch.traces.kernels.name import KernelName, arch_label
 
+
 # The element types TRT-LLM's kernel generator writes into names; "Mx" marks a block-scaled (microscaling) format.
 TYPES = {
     "E4m3": "fp8 e4m3", "E5m2": "fp8 e5m2", "E2m1": "fp4 e2m1", "MxE4m3": "MXFP8 e4m3", "MxE2m1": "MXFP4 e2m1",
