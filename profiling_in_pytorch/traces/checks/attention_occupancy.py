@@ -49,12 +49,10 @@ def heavy_blocks(label: str, at_most: float = 25.0, claim: str = "") -> Expectat
     block is heavy by design: its registers × threads (or its shared memory) let only a few blocks on an SM."""
 
     def check(trace: Trace) -> Outcome:
-        kernel = attention_kernel(trace, label)
-        if isinstance(kernel, Outcome):
-            return kernel
-        fit = footprint(kernel, trace.device_properties)
-        if fit is None or kernel.occupancy is None:
-            return Outcome(False, f"{decode(kernel.name).short}: no registers, block or occupancy in the trace")
+        found = _kernel_and_fit(trace, label)
+        if isinstance(found, Outcome):
+            return found
+        kernel, fit = found
         blocks, limiter, theoretical = fit
         evidence = f"{decode(kernel.name).short}: est. achieved occupancy {kernel.occupancy:g}%; {_footprint_text(kernel, fit)}"
         ok = kernel.occupancy <= at_most and theoretical * 100 <= at_most and "threads" not in limiter
@@ -68,12 +66,10 @@ def occupancy_gap(label: str, claim: str = "") -> Expectation:
     block per SM: a gap in CUPTI's estimate for driver-API launches (cuLaunchKernelEx), not an idle GPU."""
 
     def check(trace: Trace) -> Outcome:
-        kernel = attention_kernel(trace, label)
-        if isinstance(kernel, Outcome):
-            return kernel
-        fit = footprint(kernel, trace.device_properties)
-        if fit is None or kernel.occupancy is None:
-            return Outcome(False, f"{decode(kernel.name).short}: no registers, block or occupancy in the trace")
+        found = _kernel_and_fit(trace, label)
+        if isinstance(found, Outcome):
+            return found
+        kernel, fit = found
         evidence = (
             f"est. achieved occupancy {kernel.occupancy:g}% for a kernel that ran {kernel.dur:,.1f} µs, launched by "
             f"{kernel.runtime}; {_footprint_text(kernel, fit)}"
@@ -86,6 +82,17 @@ def occupancy_gap(label: str, claim: str = "") -> Expectation:
         return Outcome(ok, evidence, None if ok or kernel.occupancy == 0 else CUPTI_ESTIMATED)
 
     return Expectation("0% estimated occupancy, yet the footprint fits a block per SM: a CUPTI gap, not an idle GPU", check, claim)
+
+
+def _kernel_and_fit(trace: Trace, label: str) -> tuple[GpuWork, tuple[int, str, float]] | Outcome:
+    """The attention kernel of the labelled forward and its footprint, or the Outcome that says why there is none."""
+    kernel = attention_kernel(trace, label)
+    if isinstance(kernel, Outcome):
+        return kernel
+    fit = footprint(kernel, trace.device_properties)
+    if fit is None or kernel.occupancy is None:
+        return Outcome(False, f"{decode(kernel.name).short}: no registers, block or occupancy in the trace")
+    return kernel, fit
 
 
 def _footprint_text(kernel: GpuWork, fit: tuple[int, str, float]) -> str:
