@@ -128,7 +128,7 @@ def verdict(trace: Trace) -> Verdict:
 
     if not cpu_side:
         return _gpu_only(trace, lane, busy, window, comm_share, graph_share)
-    capture = _capture_calls(trace)
+    capture = _capture_calls(trace, lane)
     if capture and gpu_total < 0.1 * issue:
         kind = "CUDA graph capture"
         why = ("the window records a CUDA graph being captured, whose launches queue no GPU work: there is no pace to "
@@ -233,7 +233,7 @@ def _gpu_only(trace: Trace, lane: list, busy: float, window: float, comm_share: 
     )
 
 
-def _capture_calls(trace: Trace) -> str:
+def _capture_calls(trace: Trace, lane: list) -> str:
     """The capture calls a trace holds (`cudaStreamBeginCapture ×2, ...`), or "". The profiler does not always record
     the capture's begin and end: then a capture shows as launch calls that queued no GPU work, most of them, beside
     the capture-status queries (`cudaStreamGetCaptureInfo`) that PyTorch and vLLM make while capturing."""
@@ -245,7 +245,7 @@ def _capture_calls(trace: Trace) -> str:
     if not found:
         return ""
     if not any(word in name for name in found for word in ("BeginCapture", "EndCapture", "GraphInstantiate")):
-        launched = {id(w.launch) for w in trace.gpu_lane() if w.launch is not None}
+        launched = {id(w.launch) for w in lane if w.launch is not None}
         launches = [c for c in calls if "Launch" in c.name and "GraphLaunch" not in c.name]
         if not launches or sum(id(c) not in launched for c in launches) < len(launches) / 2:
             return ""  # the status queries of a process that also captures, not a capture in this window
