@@ -400,6 +400,38 @@ def test_streaming_parse_gives_the_same_trace_at_any_chunk_size(monkeypatch, tmp
     assert trace_to_dict(read_trace(plain)) == reference
 
 
+@pytest.mark.parametrize("chunk", [64, 4096, 1 << 20])
+def test_events_holding_brace_comma_brace_are_read_whole(monkeypatch, tmp_path, chunk):
+    # A chunk's events are parsed at once, cut where `}, {` follows an event; the same three characters inside an
+    # event (a list of objects in args, a string) must not cut it in two.
+    data = raw_events(EAGER)
+    reference = tmp_path / "plain" / "nested.json"  # the same name: the report names its trace
+    reference.parent.mkdir()
+    reference.write_text(json.dumps(data))
+    for i, event in enumerate(data["traceEvents"]):
+        event.setdefault("args", {})["nested"] = [{"a": i}, {"b": "x}, {y"}]
+    plain = tmp_path / "nested.json"
+    plain.write_text(json.dumps(data, indent=1))
+    monkeypatch.setattr(source, "CHUNK_CHARS", chunk)
+    with source.open_text(plain) as text:
+        assert list(source.TraceSource(text, plain).events()) == data["traceEvents"]
+    assert trace_to_dict(read_trace(plain)) == trace_to_dict(read_trace(reference))
+
+
+def test_bad_json_late_in_a_chunk_is_placed_exactly(tmp_path):
+    # The events before it are parsed at once; where that fails, one at a time, so the message says where.
+    data = raw_events(EAGER)
+    text = json.dumps(data, indent=1)
+    at = text.rindex('"ts"')  # in the last event: `"ts": 1,,` is not JSON
+    bad = text[:at] + '"ts": 1,,' + text[text.index(",", at) + 1 :]
+    path = tmp_path / "bad.json"
+    path.write_text(bad)
+    with pytest.raises(json.JSONDecodeError) as expected:
+        json.loads(bad)
+    with pytest.raises(UsageError, match=f"not valid JSON: .* at character {expected.value.pos:,}$"):
+        read_trace(path)
+
+
 def test_json_array_format_is_read_too(tmp_path):
     path = tmp_path / "array.json"
     path.write_text(json.dumps(raw_events(LINEAR)["traceEvents"]))

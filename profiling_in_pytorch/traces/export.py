@@ -20,7 +20,7 @@ def trace_to_dict(trace: Trace, *, bandwidth_gbs: float | None = None, second: T
                 "name": w.name,
                 "short_name": w.short_name,
                 "launched_by": w.launched_by,
-                "launch_path": list(w.launch_path),
+                "launch_path": w.launch_path,  # a tuple, shared by the step's work: json writes it as a list
                 "runtime_call": w.runtime,
                 "dur_us": round(w.dur, 3),
                 "share": round(w.dur / total, 4) if total else None,
