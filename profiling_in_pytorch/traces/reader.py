@@ -89,9 +89,10 @@ def read_trace(path: str | Path) -> Trace:
 def _read(path: Path, collector: _Collector) -> Trace:
     with open_text(path) as text:
         source = TraceSource(text, path)
+        add = collector.add
         try:
             for event in source.events():
-                collector.add(event)
+                add(event)
         except (EOFError, zlib.error, gzip.BadGzipFile) as err:
             raise UsageError(f"{path}: the gzip stream is cut short or corrupt ({err})") from None
         except UnicodeDecodeError:
@@ -323,6 +324,10 @@ class _Collector:
 
 def _dims3(value: Any) -> tuple | None:
     """A launch dimension as the trace gives it (`[24576, 1, 1]`), or None."""
+    if type(value) is list and len(value) == 3:  # as Kineto writes it: without the generator below, 3x sooner
+        x, y, z = value
+        if type(x) is int and type(y) is int and type(z) is int:
+            return (x, y, z)
     return tuple(value) if isinstance(value, list) and all(isinstance(v, int) for v in value) else None
 
 
