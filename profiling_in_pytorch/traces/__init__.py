@@ -18,7 +18,7 @@ Each module holds one concern; imports go down this list, never up:
     pace.py          who sets the pace: `verdict(trace)` -> Verdict (overhead-bound or compute-bound)
     op_bytes.py      what an op reads and writes, from its recorded input shapes and types
     reader.py        `read_trace(path)` -> Trace: ops nested, launches linked to their kernels, steps
-    source.py        the file as a stream of events (gzip or not, parsed one event at a time)
+    source.py        the file as a stream of events (gzip or not; each chunk's whole events parsed at once)
     model.py         the data model: Trace, Step, Phase, CpuOp, RuntimeCall, GpuWork, KernelStat
     timeline.py      arithmetic on the GPU lane: busy time, gaps, the GPU waiting on launches
     kernels/         what a kernel's name says, any vendor's: library, ops, dtype, tile, kind of work (see kernels/__init__)
