@@ -64,7 +64,7 @@ from profiling_in_pytorch.parallel.launch import leaves_at_once, one_voice, pars
 from profiling_in_pytorch.parallel.launch import require_torchrun
 from profiling_in_pytorch.parallel.sharded import DEFAULT_CHUNKS, GRAPHABLE, VARIANTS, build, describe
 from profiling_in_pytorch.parallel.sharded import require_shardable
-from profiling_in_pytorch.traces import communication as comm
+from profiling_in_pytorch.traces import ranks as rank_traces
 from profiling_in_pytorch.traces import checks as ex
 
 LABEL = "tp_mlp_fwd"
@@ -161,7 +161,7 @@ def profile_variant(variant, args, ranks):
     if ranks.leader:
         every_rank = runs.every_rank(run, ranks.rank, ranks.world)
         lesson.check(expected, run)
-        comm.print_ranks(comm.read_ranks(every_rank), lesson.console)
+        rank_traces.print_ranks(rank_traces.read_ranks(every_rank), lesson.console)
         other = runs.other_variant(run, __file__, args, "dtensor" if variant == "plain" else "plain", ranks)
         lesson.next_steps(run, compare_with=[other], ranks=every_rank)
     return outputs_agree

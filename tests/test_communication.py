@@ -14,6 +14,7 @@ from conftest import run_script, stderr_lines
 from tp_traces import NCCL_GENERIC, simulated_tp_run
 
 from profiling_in_pytorch.traces import communication as comm
+from profiling_in_pytorch.traces import ranks as rank_traces
 from profiling_in_pytorch.traces import checks as ex
 from profiling_in_pytorch.traces.checks import communication as cx
 from profiling_in_pytorch.traces.kernels import decode_nccl
@@ -137,18 +138,18 @@ def test_a_trace_without_collectives_has_no_communication(eager):
 
 
 def test_skew_matches_collectives_by_step_and_order(plain):
-    ranks = comm.read_ranks(list(reversed(plain)))
+    ranks = rank_traces.read_ranks(list(reversed(plain)))
     assert [r.rank for r in ranks] == [0, 1]  # from distributedInfo, whatever the order given
-    lag = comm.skew(ranks)
+    lag = rank_traces.skew(ranks)
     assert lag.matched == 3 and lag.median_us == pytest.approx(10.0) and lag.max_us == pytest.approx(10.0)
     assert lag.waits_us_per_step == pytest.approx({0: 10.0, 1: 0.0}) and lag.last == {1: 3}
 
 
 def test_rank_sets_are_named_run_rank_r():
-    assert comm.is_rank_set(["a/x_rank0.json", "a/x_rank1.json.gz"])
-    assert not comm.is_rank_set(["x_rank0.json"])
-    assert not comm.is_rank_set(["x_rank0.json", "y_rank1.json"])  # two runs: a diff, not ranks
-    assert not comm.is_rank_set(["x_rank0.json", "b/x_rank0.json"])
+    assert rank_traces.is_rank_set(["a/x_rank0.json", "a/x_rank1.json.gz"])
+    assert not rank_traces.is_rank_set(["x_rank0.json"])
+    assert not rank_traces.is_rank_set(["x_rank0.json", "y_rank1.json"])  # two runs: a diff, not ranks
+    assert not rank_traces.is_rank_set(["x_rank0.json", "b/x_rank0.json"])
 
 
 def test_trace_report_reads_a_runs_ranks_together(plain):

@@ -31,10 +31,12 @@ def compiles(variant: str) -> bool:
     return variant == "dtensor-compile"
 
 
-def rank_run(script: str, args: argparse.Namespace, variant: str, ranks, *, label: str) -> lesson.Run:
-    """lesson.setup for one variant on this rank: its files end in `_rank<r>`, proved writable now."""
+def rank_run(script: str, args: argparse.Namespace, variant: str, ranks, *, label: str,
+             tag: list[Any] | None = None) -> lesson.Run:
+    """lesson.setup for one variant on this rank: its files end in `_rank<r>`, proved writable now. `tag`: the file
+    name's parts before `eager|compile` when they are not lesson 08's (variant_tag)."""
     flags = argparse.Namespace(**{**vars(args), "compile": compiles(variant)})
-    run = lesson.setup(script, flags, label=label, tag=variant_tag(args, variant, ranks.world))
+    run = lesson.setup(script, flags, label=label, tag=tag if tag is not None else variant_tag(args, variant, ranks.world))
     trace, table = (for_rank(path, ranks.rank) for path in (run.trace_path, run.table_path))
     writable_file(trace, "the trace")
     writable_file(table, "the op table")

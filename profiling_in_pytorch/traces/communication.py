@@ -29,20 +29,17 @@ import bisect
 import gzip
 import json
 import re
-import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable
 
 from rich.markup import escape
 from rich.table import Table
 
 from profiling_in_pytorch.console import Console, clipped
-from profiling_in_pytorch.errors import UsageError
 from profiling_in_pytorch.traces.kernels.collectives import GENERIC_NOTE, NcclKernel, decode_nccl
 from profiling_in_pytorch.traces.model import CpuOp, GpuWork, Trace, per_step_count
-from profiling_in_pytorch.traces.reader import read_trace
 
 # What the ops and record functions of torch.distributed are called: c10d's ops on the caller's thread, and the
 # record functions the backends open around the collective itself (`gloo:all_reduce`, `nccl:all_reduce`).
@@ -94,6 +91,7 @@ class Collective:
     index: int = 0
     exposed_us: float = 0.0
     nccl: NcclKernel | None = None
+    work: GpuWork | None = None  # the NCCL kernel itself (its launch and the path of ops that launched it)
 
     @property
     def end(self) -> float:
@@ -202,7 +200,7 @@ def communication(trace: Trace) -> Communication | None:
         for step, asked in zip(trace.steps, issued):
             found = [
                 Collective("gpu", kernel.name, kernel.collective or _launching_collective(w), w.ts, w.dur, step.name,
-                           nccl=kernel)
+                           nccl=kernel, work=w)
                 for w in step.gpu if w.kind == "kernel" and (kernel := decode_nccl(w.name)) is not None
             ]
             steps.append(_step(step.name, step.ts, found, asked, compute))
@@ -294,102 +292,9 @@ def _nccl_fields(kernel: NcclKernel) -> dict:
     return {"op": kernel.op, "dtype": kernel.dtype, "algorithm": kernel.algorithm, "protocol": kernel.protocol}
 
 
-# --- several ranks ---------------------------------------------------------------------------------------------
+# --- a rank's trace: the metadata Kineto writes before its events ------------------------------------------
 
-RANK_NAME = re.compile(r"^(?P<run>.+)_rank(?P<rank>\d+)\.json(?:\.gz)?$")
 META_CHARS = 4 << 20  # the metadata Kineto writes before traceEvents fits in far less
-
-
-@dataclass
-class RankTrace:
-    rank: int
-    trace: Trace
-    comm: Communication | None
-    host: str | None = None
-
-
-@dataclass
-class Skew:
-    """The same collectives on every rank, matched by step and order: how far apart they started."""
-
-    matched: int  # collectives found on every rank
-    median_us: float
-    max_us: float
-    max_at: str  # "ProfilerStep#3, collective 1"
-    waits_us_per_step: dict[int, float]  # rank -> per step, how long its collectives waited for the last rank to start
-    last: Counter  # rank -> how often it started last
-
-    def to_dict(self) -> dict:
-        return {
-            "matched": self.matched,
-            "median_us": round(self.median_us, 3),
-            "max_us": round(self.max_us, 3),
-            "max_at": self.max_at,
-            "waits_us_per_step": {str(rank): round(us, 3) for rank, us in self.waits_us_per_step.items()},
-            "last_to_start": {str(rank): n for rank, n in self.last.items()},
-        }
-
-
-def is_rank_set(paths: Sequence[str | Path]) -> bool:
-    """Two or more traces of one run, one per rank: `<run>_rank<r>.json`, the same <run>, each rank once."""
-    found = [RANK_NAME.match(Path(p).name) for p in paths]
-    if len(paths) < 2 or not all(found):
-        return False
-    return len({m["run"] for m in found}) == 1 and len({int(m["rank"]) for m in found}) == len(found)
-
-
-def read_ranks(paths: Sequence[str | Path]) -> list[RankTrace]:
-    """Read each rank's trace; the rank comes from the trace's own `distributedInfo`, else from `_rank<r>` in its
-    name, else from its place on the command line. Sorted by rank; the same rank twice is an error (one line)."""
-    ranks = []
-    for i, path in enumerate(paths):
-        meta = trace_metadata(path)
-        info = distributed_info(meta)
-        named = RANK_NAME.match(Path(path).name)
-        rank = info.get("rank") if isinstance(info.get("rank"), int) else int(named["rank"]) if named else i
-        trace = read_trace(path)
-        host = meta.get("host_name") if isinstance(meta.get("host_name"), str) else None
-        ranks.append(RankTrace(rank, trace, communication(trace), host))
-    seen = Counter(r.rank for r in ranks)
-    if twice := [rank for rank, n in seen.items() if n > 1]:
-        raise UsageError(f"rank {twice[0]} comes twice among the traces: give each rank's trace once")
-    return sorted(ranks, key=lambda r: r.rank)
-
-
-def windows_overlap(ranks: Sequence[RankTrace]) -> bool:
-    """Do the ranks' profiled windows (first step's start to last step's end) overlap in time? They do for the ranks
-    of one run on one host; traces of different runs, or from hosts whose clocks differ, do not."""
-    windows = [(r.trace.steps[0].ts, r.trace.steps[-1].ts + r.trace.steps[-1].dur) for r in ranks if r.trace.steps]
-    return bool(windows) and max(a for a, _ in windows) <= min(b for _, b in windows)
-
-
-def skew(ranks: Sequence[RankTrace]) -> Skew | None:
-    """Match each rank's collectives by (step, index) and compare their starts; None without any on every rank, or
-    when the ranks' windows do not overlap in time (then their clocks cannot be compared)."""
-    if not windows_overlap(ranks):
-        return None
-    by_rank = [{(c.step, c.index): c for c in r.comm.collectives} if r.comm else {} for r in ranks]
-    keys = [k for k in by_rank[0] if all(k in other for other in by_rank[1:])] if by_rank else []
-    if not keys:
-        return None
-    spreads, waits, last = [], Counter(), Counter()
-    for key in keys:
-        starts = {r.rank: found[key].ts for r, found in zip(ranks, by_rank)}
-        latest = max(starts.values())
-        spreads.append((latest - min(starts.values()), key))
-        last[max(starts, key=starts.get)] += 1
-        for rank, start in starts.items():
-            waits[rank] += latest - start
-    worst, (step, index) = max(spreads)
-    steps = max(1, len({step for step, _ in keys}))
-    return Skew(
-        len(keys),
-        statistics.median(s for s, _ in spreads),
-        worst,
-        f"{step}, collective {index}",
-        {r.rank: waits[r.rank] / steps for r in ranks},
-        last,
-    )
 
 
 def trace_metadata(path: str | Path) -> dict:
@@ -472,59 +377,4 @@ def print_communication(comm: Communication, console: Console, *, rows: int | No
             + ("nothing hides them, the step waits for them" if share > 0.9 else
                "mostly hidden behind compute" if share < 0.25 else "partly hidden behind compute"),
         )
-    console.print()
-
-
-def print_ranks(ranks: Sequence[RankTrace], console: Console) -> None:
-    """One row per rank, then how far apart the ranks reached each collective."""
-    names = ", ".join(f"rank {r.rank}: {r.trace.name}" for r in ranks)
-    console.print(f"[bold]{len(ranks)} ranks[/bold] · {escape(names)}", soft_wrap=True)
-    lag = skew(ranks)
-    steps = ", ".join(sorted({str(len(r.trace.steps)) for r in ranks}))
-    table = Table(title=f"per rank, per step (means over {steps} steps)")
-    for name in ("rank", "CPU µs", "GPU busy µs", "collectives", "comm µs", "exposed µs", "waiting µs"):
-        table.add_column(name, justify="right")
-    for r in ranks:
-        busy = r.trace.gpu_busy_us_per_step()
-        comm = r.comm
-        timed = comm is not None and comm.where != "none"
-        table.add_row(
-            str(r.rank),
-            f"{r.trace.cpu_us_per_step():,.1f}",
-            "-" if busy is None else f"{busy:,.1f}",
-            per_step_count(sum(comm.per_step()) / len(comm.steps)) if timed else "0",
-            f"{comm.comm_us_per_step:,.1f}" if timed else "-",
-            f"{comm.exposed_us_per_step:,.1f}" if timed else "-",
-            f"{lag.waits_us_per_step[r.rank]:,.1f}" if lag else "-",
-        )
-    console.print(table)
-    console.print(
-        "  comm: collectives' time on the lane; exposed: the part with nothing else running; waiting: how long "
-        "this rank's collectives started before the last rank's",
-        soft_wrap=True,
-    )
-    hosts = {r.host for r in ranks if r.host}
-    if not windows_overlap(ranks):
-        console.print(
-            "skew: the ranks' profiled windows do not overlap in time: traces of different runs, or from hosts whose "
-            "clocks differ, so their collectives cannot be compared",
-            soft_wrap=True,
-        )
-    elif lag is None:
-        console.print("skew: no collective found on every rank, nothing to compare")
-    else:
-        last = ", ".join(f"rank {rank} ×{n}" for rank, n in lag.last.most_common())
-        console.print(
-            f"skew between ranks at each collective's start ({lag.matched} matched by step and order): median "
-            f"{lag.median_us:,.1f} µs, max {lag.max_us:,.1f} µs ({escape(lag.max_at)}); last to start: {escape(last)}",
-            soft_wrap=True,
-        )
-        console.print(
-            "  a collective ends once the last rank has joined it: the others wait for it, and on a GPU that wait "
-            "is inside the NCCL kernel's duration",
-            soft_wrap=True,
-        )
-    if len(hosts) > 1:
-        console.print("[yellow]note:[/yellow] the traces come from different hosts, whose clocks differ: the skew "
-                      "is not comparable", soft_wrap=True)
     console.print()

@@ -40,6 +40,8 @@ from profiling_in_pytorch.traces.compare_report import print_comparison, print_f
 from profiling_in_pytorch.traces.export import runtime_rows, trace_to_dict
 from profiling_in_pytorch.traces.fusion_report import FUSION_BRIEF_ROWS, print_fusion
 from profiling_in_pytorch.traces import communication as comm
+from profiling_in_pytorch.traces import ranks as rank_traces
+from profiling_in_pytorch.traces.attribution import print_owners
 from profiling_in_pytorch.traces import fusion, graphs  # fusion candidates (fusion.py), CUDA graph replays (graphs.py)
 from profiling_in_pytorch.traces.kernels import decode
 from profiling_in_pytorch.traces.model import Step, Trace, per_step_count
@@ -140,7 +142,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return _look(args, parser)
     # --- communication: several ranks' traces ---
     paths = [args.trace, *([args.other] if args.other else []), *args.more]
-    if args.ranks or comm.is_rank_set(paths):
+    if args.ranks or rank_traces.is_rank_set(paths):
         return _ranks_main(paths, args)
     if args.more:
         raise UsageError(f"{len(paths)} traces: give --ranks to read them as the ranks of one run (a diff takes two)")
@@ -189,22 +191,28 @@ def _with_summary(trace: Trace, **fusion_options) -> dict:
 
 
 def _ranks_main(paths: list[str], args) -> int:
-    """The ranks of one run: each rank's collectives and steps in a row, the skew between them."""
+    """The ranks of one run: each rank's collectives and steps in a row, the skew between them, the straggler, and
+    per rank each collective with its bucket or unit (attribution.py). The traces are read one process each."""
     if len(paths) < 2:
         raise UsageError("--ranks reads two traces or more, one per rank of the same run")
-    ranks = comm.read_ranks(paths)
+    ranks = rank_traces.read_ranks(paths, keep_traces=args.json)
     if args.json:
+        lag = rank_traces.skew(ranks)
+        slow = rank_traces.straggler(ranks, lag)
         payload = {
-            "ranks": [{"rank": r.rank, **_with_communication(r.trace, r.comm)} for r in ranks],
-            "skew": lag.to_dict() if (lag := comm.skew(ranks)) is not None else None,
+            "ranks": [{"rank": r.rank, **_with_communication(r.trace, r.comm), "collectives_by_unit": r.figures.owners}
+                      for r in ranks],
+            "skew": lag.to_dict() if lag is not None else None,
+            "straggler": slow.to_dict() if slow is not None else None,
         }
         _print_json(payload)
         return 0
     console = Console(highlight=False, width=_width())
-    comm.print_ranks(ranks, console)
+    rank_traces.print_ranks(ranks, console)
+    print_owners(ranks, console)
     first = ranks[0]
     if first.comm is not None:
-        console.print(f"[bold]rank {first.rank}[/bold]: {escape(first.trace.name)}")
+        console.print(f"[bold]rank {first.rank}[/bold]: {escape(first.figures.name)}")
         comm.print_communication(first.comm, console, rows=_rows(args.rows))
     return 0
 

@@ -16,6 +16,8 @@ The checks live by concern, and this package re-exports each module's `__all__`:
     kernels.py   kernels and launches: counts, order, GEMMs, fusion, runtime calls
     training.py  a training step's phases: forward, backward, optimizer
     communication.py  collectives: how many per step, how much of them nothing overlaps (lesson 08)
+    data_parallel.py  a data-parallel step's collectives by kind, bucket or unit, and their start in the backward
+                 (lesson 09)
     attention.py attention forwards, Part 3 (lessons 04_a … 04_d): how a forward is read and counted; its checks by
                  concern in attention_naive.py (04_a, 04_b), attention_sdpa.py (SDPA's backends: 04_c, 04_d) and
                  attention_occupancy.py (a kernel's footprint and occupancy). A lesson imports those it checks,
@@ -26,12 +28,14 @@ The checks live by concern, and this package re-exports each module's `__all__`:
 A new check goes into the module of its concern, in its `__all__`; a new concern is a new module, imported below.
 """
 
-from profiling_in_pytorch.traces.checks import base, communication, dispatch, kernels, regime, training
+from profiling_in_pytorch.traces.checks import base, communication, data_parallel, dispatch, kernels, regime, training
 from profiling_in_pytorch.traces.checks.base import *  # noqa: F403
 from profiling_in_pytorch.traces.checks.communication import *  # noqa: F403
+from profiling_in_pytorch.traces.checks.data_parallel import *  # noqa: F403
 from profiling_in_pytorch.traces.checks.dispatch import *  # noqa: F403
 from profiling_in_pytorch.traces.checks.kernels import *  # noqa: F403
 from profiling_in_pytorch.traces.checks.regime import *  # noqa: F403
 from profiling_in_pytorch.traces.checks.training import *  # noqa: F403
 
-__all__ = base.__all__ + regime.__all__ + dispatch.__all__ + kernels.__all__ + training.__all__ + communication.__all__
+__all__ = (base.__all__ + regime.__all__ + dispatch.__all__ + kernels.__all__ + training.__all__ + communication.__all__
+           + data_parallel.__all__)

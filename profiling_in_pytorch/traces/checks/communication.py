@@ -113,8 +113,8 @@ def cpu_time_exceeds_gpu_time(claim: str = "") -> Expectation:
     return Expectation(text, check, claim)
 
 
-def exposed_share_at_most(limit: float, why: str = "", claim: str = "") -> Expectation:
-    """At most `limit` of the collectives' time runs with nothing beside it."""
+def exposed_share_at_most(limit: float, why: str = "", claim: str = "", what: str = "all-reduce") -> Expectation:
+    """At most `limit` of the collectives' time runs with nothing beside it (`what`: the collectives' name)."""
 
     def check(trace: Trace) -> Outcome:
         found = _read(trace)
@@ -125,7 +125,7 @@ def exposed_share_at_most(limit: float, why: str = "", claim: str = "") -> Expec
         reason = None if ok else GLOO_SLOW if found.where == "cpu" else NCCL_WAITS
         return Outcome(ok, _exposure_text(found), reason)
 
-    text = f"at most {limit:.0%} of the all-reduce time exposed" + (f" ({why})" if why else "")
+    text = f"at most {limit:.0%} of the {what} time exposed" + (f" ({why})" if why else "")
     return Expectation(text, check, claim)
 
 
