@@ -143,6 +143,7 @@ def owner_rows(ranks, *, group_units: bool | None = None) -> list[dict]:
 
 def print_owners(ranks, console) -> None:
     """One row per rank, collective kind, bucket or unit, and phase: what it cost and how much of it was exposed."""
+    from rich import box
     from rich.markup import escape
     from rich.table import Table
 
@@ -151,17 +152,17 @@ def print_owners(ranks, console) -> None:
     rows = owner_rows(ranks)
     if not rows:
         return
-    table = Table(title="per rank, per collective (means per step)")
-    for name in ("rank", "collective", "bucket / unit", "phase"):
+    table = Table(title="per rank, per collective (means per step)", box=box.SIMPLE_HEAD, pad_edge=False)
+    for name in ("rank", "collective", "unit", "phase"):
         table.add_column(name, no_wrap=True)
     for name in ("/step", "µs", "exposed µs", "exposed"):
         table.add_column(name, justify="right", no_wrap=True)
-    for row in sorted(rows, key=lambda row: (row["rank"], row["phase"] or "", row["collective"])):
+    for row in sorted(rows, key=lambda row: row["rank"]):  # within a rank, in the order they were issued
         share = row["exposed_us_per_step"] / row["us_per_step"] if row["us_per_step"] > 0 else None
         table.add_row(str(row["rank"]), row["collective"], escape(row["unit"] or "-"), escape(row["phase"] or "-"),
                       per_step_count(row["per_step"]), f"{row['us_per_step']:,.0f}",
                       f"{row['exposed_us_per_step']:,.0f}", "-" if share is None else f"{share:.0%}")
     console.print(table)
-    console.print("  bucket / unit: FSDP2's unit as its ranges name it; DDP's bucket by the order its reducer issues "
+    console.print("  unit: FSDP2's unit as its ranges name it; DDP's bucket by the order its reducer issues "
                   "them (bucket 0: the last layers' gradients); exposed: nothing else ran beside it", soft_wrap=True)
     console.print()

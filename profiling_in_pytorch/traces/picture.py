@@ -25,6 +25,7 @@ then milliseconds.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 import logging
 import re
@@ -35,7 +36,8 @@ from typing import Any, NamedTuple, Sequence
 
 from profiling_in_pytorch.errors import UsageError
 from profiling_in_pytorch.files import write_atomically
-from profiling_in_pytorch.traces.kernels import decode
+from profiling_in_pytorch.traces.communication import BACKEND_LABEL
+from profiling_in_pytorch.traces.kernels import decode, decode_nccl
 
 # The figure: 16 in wide at 100 dpi, row titles in the left margin; the plot itself is PLOT_WIDTH_PX wide.
 DPI = 100
@@ -67,6 +69,7 @@ KINDS = {
     "attention": ("attention", "#e15759"),
     "copy": ("copy / memset", "#bab0ac"),
     "triton": ("Triton", "#59a14f"),
+    "collective": ("collective (NCCL kernel, gloo's thread)", "#17becf"),
     "other": ("other kernel", "#b07aa1"),
 }
 _ATTENTION = re.compile(r"flash|fmha|attention|attn|sdpa|_mha", re.IGNORECASE)
@@ -204,6 +207,8 @@ def gpu_kind(work) -> str:
     """A kernel's colour: what it computes, as its name tells (memsets and memcpys are copies)."""
     if work.kind != "kernel":
         return "copy"
+    if decode_nccl(work.name) is not None:  # NCCL's kernels: communication, not compute
+        return "collective"
     name = decode(work.name)
     if _ATTENTION.search(work.name):
         return "attention"
@@ -218,9 +223,11 @@ def gpu_kind(work) -> str:
     return "other"
 
 
-def layout(trace, step, *, width_px: int = PLOT_WIDTH_PX) -> Layout:
-    """Rows, boxes and arrows of `step` (one of `trace.steps`), for a plot `width_px` pixels wide."""
-    t0 = step.ts
+def layout(trace, step, *, width_px: int = PLOT_WIDTH_PX, t0: float | None = None,
+           x_range: tuple[float, float] | None = None, row_prefix: str = "") -> Layout:
+    """Rows, boxes and arrows of `step` (one of `trace.steps`), for a plot `width_px` pixels wide. `t0`, `x_range`
+    and `row_prefix` place it among other ranks' (layout_ranks): times from `t0` (default: the step's start)."""
+    t0 = step.ts if t0 is None else t0
     threads = _cpu_threads(step)
     placed = {thread: _cpu_items(step, thread, t0, on_main=trace.from_profiler_steps and i == 0)
               for i, thread in enumerate(threads)}
@@ -231,21 +238,24 @@ def layout(trace, step, *, width_px: int = PLOT_WIDTH_PX) -> Layout:
         for stream in streams
     }
     everything = [item for items in [*placed.values(), *gpu_items.values()] for item in items]
-    x0 = min([0.0, *(item.start for item in everything)])
-    x1 = max([step.dur, *(item.end for item in everything)])
+    x0 = min([step.ts - t0, *(item.start for item in everything)])
+    x1 = max([step.ts - t0 + step.dur, *(item.end for item in everything)])
     x1 = x1 + 0.01 * (x1 - x0) if x1 > x0 else x0 + 1.0  # a little room after the last box
+    if x_range is not None:
+        x0, x1 = x_range
     px_per_us = width_px / (x1 - x0)
 
     rows: list[Row] = []
     boxes: list[Box] = []
     for i, thread in enumerate(threads):
         items = placed[thread]
-        rows.append(Row(_thread_title(step, thread, i == 0), "cpu", thread, 1 + max(item.level for item in items)))
+        rows.append(Row(row_prefix + _thread_title(step, thread, i == 0), "cpu", thread,
+                        1 + max(item.level for item in items)))
         for level in range(rows[-1].levels):
             boxes += _boxes(len(rows) - 1, [item for item in items if item.level == level], px_per_us, "cpu")
     launched_here = {id(call) for call in step.runtime}
     for stream in streams:
-        rows.append(Row(f"GPU {stream[0]} · stream {stream[1]}", "gpu", stream, 1))
+        rows.append(Row(f"{row_prefix}GPU {stream[0]} · stream {stream[1]}", "gpu", stream, 1))
         for box in _boxes(len(rows) - 1, gpu_items[stream], px_per_us, "gpu"):
             launch = box.items[0].launch
             box.faded = not box.merged and (launch is None or id(launch) not in launched_here)
@@ -270,7 +280,7 @@ def layout(trace, step, *, width_px: int = PLOT_WIDTH_PX) -> Layout:
         boxes=boxes,
         arrows=arrows,
         x_range=(x0, x1),
-        step_end=step.dur if trace.from_profiler_steps else None,
+        step_end=step.ts - t0 + step.dur if trace.from_profiler_steps else None,
         step_name=step.name,
         width_px=width_px,
         kinds=[kind for kind in KINDS if kind in present],
@@ -286,6 +296,43 @@ def gpu_counts(step) -> str:
             others[work.kind] = others.get(work.kind, 0) + 1
     text = f"{kernels} kernel{'s' if kernels != 1 else ''} ({gemms} GEMM{'s' if gemms != 1 else ''})"
     return text + "".join(f" + {n} {kind}{'s' if n != 1 else ''}" for kind, n in others.items())
+
+
+def layout_ranks(chosen: Sequence[tuple[int, Any, Any]], *, width_px: int = PLOT_WIDTH_PX) -> Layout:
+    """Several ranks' steps, `(rank, trace, step)` each, one above the other on one time axis: on one host the ranks
+    share a clock, so a collective that starts later on one rank is drawn later. Times are µs from the earliest
+    step's start; each rank's rows are titled with its rank."""
+    t0 = min(step.ts for _, _, step in chosen)
+    alone = [layout(trace, step, width_px=width_px, t0=t0) for _, trace, step in chosen]
+    x_range = (min(lay.x_range[0] for lay in alone), max(lay.x_range[1] for lay in alone))
+    rows: list[Row] = []
+    boxes: list[Box] = []
+    arrows: list[Arrow] = []
+    for rank, trace, step in chosen:
+        lay = layout(trace, step, width_px=width_px, t0=t0, x_range=x_range, row_prefix=f"rank {rank} · ")
+        first_box = len(boxes)
+        boxes += [dataclasses.replace(box, row=box.row + len(rows)) for box in lay.boxes]
+        arrows += [dataclasses.replace(a, source=a.source + first_box, target=a.target + first_box)
+                   for a in lay.arrows]
+        rows += lay.rows
+    names = sorted({step.name for _, _, step in chosen})
+    present = {box.kind for box in boxes}
+    return Layout(
+        title=f"{len(chosen)} ranks · {chosen[0][1].name} … · {', '.join(names)}",
+        subtitle=" · ".join(f"rank {rank}: CPU {step.dur:,.1f} µs" + (f", GPU busy {step.gpu_busy_us:,.1f} µs"
+                                                                       if step.gpu else "")
+                            for rank, _, step in chosen) + " · one clock: later is later on every rank",
+        rows=rows, boxes=boxes, arrows=arrows, x_range=x_range, step_end=None,
+        step_name=f"the earliest rank's {names[0]}",
+        width_px=width_px, kinds=[kind for kind in KINDS if kind in present],
+    )
+
+
+def write_ranks_picture(chosen: Sequence[tuple[int, Any, Any]], path: Path) -> Layout:
+    """Draw several ranks' steps stacked (layout_ranks) into `path`, a PNG written whole or not at all."""
+    lay = layout_ranks(chosen)
+    write_atomically(path, render(lay))
+    return lay
 
 
 def _cpu_threads(step) -> list[tuple]:
@@ -307,12 +354,14 @@ def _cpu_items(step, thread: tuple, t0: float, on_main: bool) -> list[_Item]:
     boxes += [(call.ts, call.dur, 1, call) for call in step.runtime if (call.pid, call.tid) == thread]
     boxes.sort(key=lambda box: box[:3])
     base = 1 if on_main else 0
-    items = [_Item(0, 0.0, step.dur, "step", step.name, step)] if on_main else []
+    items = [_Item(0, step.ts - t0, step.ts - t0 + step.dur, "step", step.name, step)] if on_main else []
     open_ends: list[float] = []
     for ts, dur, is_call, obj in boxes:
         while open_ends and open_ends[-1] <= ts:
             open_ends.pop()
         kind = ("sync" if obj.is_sync else "runtime") if is_call else ("label" if obj.is_label else "op")
+        if kind == "label" and BACKEND_LABEL.match(obj.name) and not obj.name.startswith("nccl:"):
+            kind = "collective"  # gloo:all_reduce on gloo's thread: the collective itself (nccl:... only enqueues)
         items.append(_Item(base + len(open_ends), ts - t0, ts - t0 + dur, kind, obj.name, obj))
         open_ends.append(ts + dur)
     return items

@@ -47,6 +47,7 @@ from profiling_in_pytorch.traces.kernels import decode
 from profiling_in_pytorch.traces.model import Step, Trace, per_step_count
 from profiling_in_pytorch.traces.pace import Verdict, verdict
 from profiling_in_pytorch.traces.picture import choose_step, gpu_counts, picture_path, step_flag, write_picture
+from profiling_in_pytorch.traces.picture import write_ranks_picture
 from profiling_in_pytorch.traces.reader import read_trace
 from profiling_in_pytorch.traces.serve import PERFETTO_PORT, open_in_perfetto
 from profiling_in_pytorch.traces.summary import KERNEL_NAME_MIN, print_summary, summarize
@@ -564,19 +565,35 @@ def print_diff(d: TraceDiff, console: Console, *, full_names: bool, rows: int | 
 
 
 def _look(args: argparse.Namespace, parser: ArgumentParser) -> int:
-    """`--png` and `--open`: the picture first (its flags checked before the trace is read), then the server."""
-    if args.other or args.json:
-        parser.error(f"--png and --open take one trace and print no report: drop {'the second trace' if args.other else '--json'}")
+    """`--png` and `--open`: the picture first (its flags checked before the trace is read), then the server. With
+    several ranks' traces, `--png` draws them one above the other on one time axis."""
+    paths = [args.trace, *([args.other] if args.other else []), *args.more]
+    several = len(paths) > 1 and args.png is not None and (args.ranks or rank_traces.is_rank_set(paths))
+    if (args.other and not several) or args.json:
+        parser.error(f"--png and --open take one trace (or, --png, each rank's of one run) and print no report: drop "
+                     f"{'the second trace' if args.other else '--json'}")
+    if several and args.open:
+        parser.error("--open opens one trace in Perfetto: give one, or drop --open")
     if args.png is None and args.step is not None:
         parser.error("--step picks the step that --png draws: add --png")
     if not args.open and args.port is not None:
         parser.error("--port is where --open listens: add --open")
     trace_path = Path(args.trace)
     if args.png is not None:
-        png = Path(args.png) if args.png else picture_path(trace_path)
+        default = picture_path(trace_path)
+        if several:  # RUN_rank0.json, RUN_rank1.json -> RUN_ranks.png
+            default = default.with_name(rank_traces.RANK_NAME.sub(r"\g<run>_ranks.png", trace_path.name))
+        png = Path(args.png) if args.png else default
         if png.suffix.lower() != ".png":
             parser.error(f"--png writes a PNG: give it a file name ending in .png, not {png.name!r}")
         writable_file(png, "the picture")
+        if several:
+            ranks = rank_traces.read_ranks(paths, keep_traces=True)
+            chosen = [(r.rank, r.trace, choose_step(r.trace, args.step)) for r in ranks]
+            drawn = write_ranks_picture(chosen, png)
+            print(f"picture: {png} ({len(chosen)} ranks, {chosen[0][2].name}, {len(drawn.arrows)} launch arrows)",
+                  flush=True)
+            return 0
         trace = read_trace(trace_path)
         step = choose_step(trace, args.step)
         drawn = write_picture(trace, step, png)
