@@ -1,0 +1,157 @@
+"""Lesson 09 as a user runs it (torchrun, two CPU processes, gloo: DDP and FSDP2 in one launch), trace-report on its
+rank traces (collectives by bucket and unit, read one process per trace), and several ranks read together from
+lesson 08's real traces on 2 H100s (tests/fixtures/h100x2): the CUDA-graph pair compared on one clock, the
+straggler named with its reason, the ranks drawn one above the other.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from conftest import FIXTURES, ROOT, run_script, stderr_lines
+from tp_traces import simulated_tp_run
+
+from profiling_in_pytorch.traces import attribution
+from profiling_in_pytorch.traces import ranks as rank_traces
+from profiling_in_pytorch.traces.picture import layout, layout_ranks
+from profiling_in_pytorch.traces.reader import read_trace
+
+LESSON = "09_data_parallel_mlp.py"
+FOLDER = "09_data_parallel_mlp"
+TINY = ["--batch", "2", "--seq", "4", "--dim", "16", "--hidden", "32", "--layers", "3"]
+H100X2 = FIXTURES / "h100x2"
+GRAPH = [H100X2 / f"64_128_768_3072_tp2_overlap4_graph_eager_rank{r}.json.gz" for r in (0, 1)]
+EAGER = [H100X2 / f"64_128_768_3072_tp2_overlap4_eager_rank{r}.json.gz" for r in (0, 1)]
+two_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs")
+
+
+def torchrun(*args: str, nproc: int = 2):
+    return run_script("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
+                      str(ROOT / LESSON), *args, env={"OMP_NUM_THREADS": "1"})
+
+
+@pytest.fixture(scope="module")
+def cpu_run(tmp_path_factory):
+    """DDP (a bucket per weight: 1 KB buckets, 2 KB weights) and FSDP2 on 2 CPU processes: one launch."""
+    folder = tmp_path_factory.mktemp("dp")
+    result = torchrun(*TINY, "--device", "cpu", "--strategy", "all", "--bucket_mb", "0.001",
+                      "--trace_dir", str(folder))
+    return result, folder / FOLDER
+
+
+def rank_files(folder, strategy: str) -> list:
+    how = "ddp_b0.001mb" if strategy == "ddp" else "fsdp"
+    return [folder / f"2_4_16_32_L3_dp2_{how}_eager_fp32_cpu_rank{r}.json" for r in (0, 1)]
+
+
+def test_both_strategies_run_on_two_cpu_processes_quietly(cpu_run):
+    result, folder = cpu_run
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert stderr_lines(result) == []
+    assert result.stdout.count("09_data_parallel_mlp · dp_fwd") == 2  # rank 0 speaks, once per strategy
+    for strategy in ("ddp", "fsdp"):
+        assert all(path.is_file() for path in rank_files(folder, strategy))
+
+
+def test_the_guesses_about_buckets_and_units_hold(cpu_run):
+    result, _ = cpu_run
+    lines = result.stdout.splitlines()
+    # DDP: 9 weights of 2 KB, 1 KB buckets -> a bucket each; FSDP2: 3 units, resharded after the forward.
+    ddp = next(i for i, line in enumerate(lines) if "9 AllReduce per step (one per gradient bucket" in line
+               and line.lstrip().startswith("✓"))
+    fsdp = next(i for i, line in enumerate(lines) if "6 AllGather, 3 ReduceScatter per step" in line
+                and line.lstrip().startswith("✓"))
+    assert ddp < fsdp
+    evidence = " ".join(" ".join(lines[fsdp:fsdp + 4]).split())  # the lines as one, however the console wrapped them
+    assert "AllGather ×6, ReduceScatter ×3" in evidence
+    assert "units or buckets named: layers.0, layers.1, layers.2" in evidence
+
+
+def test_trace_report_gives_each_collective_its_bucket_or_unit(cpu_run):
+    _, folder = cpu_run
+    fsdp = run_script("-m", "profiling_in_pytorch.traces.report", *map(str, rank_files(folder, "fsdp")), timeout=120)
+    assert fsdp.returncode == 0, fsdp.stderr
+    rows = [line.split() for line in fsdp.stdout.splitlines()]
+    # rank, collective, unit, phase, then the figures: each unit all-gathered in the forward and the backward,
+    # its gradients reduce-scattered in the backward (gloo ran them as all-reduces; the issuing op says what).
+    for rank in ("0", "1"):
+        for unit in ("layers.0", "layers.1", "layers.2"):
+            assert [rank, "AllGather", unit, "dp_fwd", "1"] in [row[:5] for row in rows]
+            assert [rank, "AllGather", unit, "dp_bwd", "1"] in [row[:5] for row in rows]
+            assert [rank, "ReduceScatter", unit, "dp_bwd", "1"] in [row[:5] for row in rows]
+    payload = json.loads(run_script("-m", "profiling_in_pytorch.traces.report", "--json",
+                                    *map(str, rank_files(folder, "ddp"))).stdout)
+    units = [row["unit"] for row in payload["ranks"][0]["collectives_by_unit"]]
+    assert units == [f"bucket {i}" for i in range(9)]
+
+
+def test_ranks_read_in_processes_give_what_reading_them_here_gives(tmp_path):
+    paths = simulated_tp_run(tmp_path, world=3, chunks=2, overlap=True, lag_us=15.0)
+    here = rank_traces.read_ranks(paths, parallel=False)
+    apart = rank_traces.read_ranks(paths, parallel=True)
+    assert [r.figures for r in apart] == [r.figures for r in here]
+    assert [r.comm.to_dict() for r in apart] == [r.comm.to_dict() for r in here]
+    assert rank_traces.skew(apart).to_dict() == rank_traces.skew(here).to_dict()
+    assert rank_traces.straggler(apart).to_dict() == rank_traces.straggler(here).to_dict()
+    assert rank_traces.straggler(here).rank == 2  # the last GPU to reach each all-reduce
+
+
+def test_cuda_graph_ranks_are_compared_on_the_gpus_clock():
+    ranks = rank_traces.read_ranks(GRAPH)
+    # Rank 1's CPU steps all end before rank 0's begin (a replay costs the CPU tens of µs) ...
+    cpu_windows = [(t.steps[0].ts, t.steps[-1].ts + t.steps[-1].dur) for t in map(read_trace, GRAPH)]
+    assert cpu_windows[1][1] < cpu_windows[0][0]
+    # ... while their GPUs run side by side: the windows overlap, the 12 all-reduces match within microseconds.
+    assert rank_traces.windows_overlap(ranks)
+    lag = rank_traces.skew(ranks)
+    assert lag.matched == 12 and lag.median_us < 10
+
+
+def test_the_straggler_and_why_from_lesson_08s_eager_ranks():
+    ranks = rank_traces.read_ranks(EAGER)
+    lag = rank_traces.skew(ranks)
+    assert lag.median_us == pytest.approx(389.7, abs=0.1)
+    slow = rank_traces.straggler(ranks, lag)
+    assert slow.rank == 1 and slow.last == 12
+    assert slow.reasons[0].startswith("its CPU spends 1,906 µs a step issuing it, the others 1,162 (1.64×): every "
+                                      "op slower alike")
+
+
+def test_collectives_have_their_colour_and_ranks_stack_on_one_clock():
+    traces = [read_trace(path) for path in EAGER]
+    alone = layout(traces[1], traces[1].steps[0])
+    nccl = [b for b in alone.boxes if b.name.startswith("ncclDevKernel_AllReduce")]
+    assert nccl and {b.kind for b in nccl} == {"collective"} and "collective" in alone.kinds
+    stacked = layout_ranks([(r, t, t.steps[0]) for r, t in enumerate(traces)])
+    titles = [row.title for row in stacked.rows]
+    assert titles[0].startswith("rank 0 · CPU thread") and any(t.startswith("rank 1 · GPU 1") for t in titles)
+    rank_of_row = [0 if t.startswith("rank 0") else 1 for t in titles]
+    starts = {r: min(b.start for b in stacked.boxes if rank_of_row[b.row] == r and b.kind == "step") for r in (0, 1)}
+    # one clock: rank 1's step starts later, by as much as the traces say
+    assert starts[1] - starts[0] == pytest.approx(traces[1].steps[0].ts - traces[0].steps[0].ts)
+
+
+def test_trace_report_draws_a_rank_set_in_one_picture(tmp_path):
+    paths = simulated_tp_run(tmp_path, world=2)
+    result = run_script("-m", "profiling_in_pytorch.traces.report", *map(str, paths), "--png", timeout=120)
+    assert result.returncode == 0, result.stderr
+    png = tmp_path / "64_128_768_3072_tp2_plain_eager_ranks.png"
+    assert result.stdout.startswith(f"picture: {png} (2 ranks, ProfilerStep#2,")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_an_unknown_strategy_is_one_line():
+    result = run_script(LESSON, "--strategy", "ddp,zero")
+    assert result.returncode == 2
+    lines = stderr_lines(result)
+    assert len(lines) == 1 and "unknown strategy 'zero'" in lines[0], result.stderr
+
+
+@two_gpus
+def test_both_strategies_on_two_gpus(tmp_path):
+    result = torchrun("--strategy", "all", "--layers", "2", "--bench", "--trace_dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "✗" not in "".join(line for line in result.stdout.splitlines() if "AllReduce per step" in line)
+    assert "scaling efficiency" in result.stdout
