@@ -179,7 +179,7 @@ def profile_strategy(strategy, args, ranks):
     params = sum(p.numel() for p in work.model.parameters())
     # Weights, gradients and AdamW's two moments, and the activations of a few layers: a floor, not the peak.
     lesson.require_memory(run, 4 * params * run.dtype.itemsize, "the weights, their gradients and AdamW's state")
-    lesson.console.print(f"model: {work.what}, {params / 1e6:,.2f} M parameters; {work.tokens} tokens per rank")
+    lesson.console.print(f"model: {work.what}, {params:,} parameters; {work.tokens:,} tokens per rank")
     model = data.wrap(work.model, strategy, ranks, bucket_mb=args.bucket_mb,
                       reshard_after_forward=not args.no_reshard)
     optimizer = torch.optim.AdamW(model.parameters())

@@ -9,6 +9,11 @@ that prints them:
 
     python benchmark_trace_report.py TRACE.json.gz [MORE ...]                       # trace-report alone
     python benchmark_trace_report.py TRACE.json.gz [MORE ...] --hta /path/to/venv/bin/python --rounds 5
+    python benchmark_trace_report.py RUN_rank0.json RUN_rank1.json RUN_rank2.json RUN_rank3.json --ranks
+
+`--ranks`: the traces are the ranks of one run. trace-report on the first alone is timed against trace-report on all
+of them together (one process per trace), interleaved, and the goal is judged: all N at most 1.5× one (4 ranks; it
+needs a core per trace, the wall time of 4 parses on 2 cores is 2 parses at best).
 
 `--hta` is an interpreter that has HTA: `pip install holistictraceanalysis==0.5.0 "pandas<3"` in a venv of its own
 (HTA pulls in pandas, plotly and Jupyter; never this project's venv). HTA 0.5 asks for any pandas >= 1.5.2, and pip
@@ -57,7 +62,7 @@ from rich.table import Table
 
 from profiling_in_pytorch.cli import ArgumentParser, positive_int
 from profiling_in_pytorch.console import Console
-from profiling_in_pytorch.errors import UsageError
+from profiling_in_pytorch.errors import CannotRunHere, UsageError
 from profiling_in_pytorch.files import writable_dir, writable_file, write_atomically
 from profiling_in_pytorch.traces.source import TraceSource, open_text
 
@@ -70,6 +75,7 @@ MB = 1e6  # sizes in decimal MB, as `ls -h --si` and file managers print them
 GOAL_S_PER_MB = 0.1  # 1 s for a 10 MB trace, per MB of the JSON text (what is parsed, gzip's or not)
 GOAL_FLOOR_S = 1.0  # below 10 MB: start-up and imports are most of the time, and cost the same on any trace
 GOAL_HTA_RATIO = 2.0  # HTA's time over trace-report's (the slower of the text and --json reports)
+GOAL_RANKS_RATIO = 1.5  # --ranks: trace-report on N rank traces over trace-report on one of them
 
 # HTA's side: a script run by the HTA interpreter. It prints how many rows each breakdown has, so that a run that
 # "succeeds" with nothing in it (a trace HTA cannot read kernels from) is told apart from one that did the work.
@@ -137,6 +143,10 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--rounds", type=positive_int, default=5, help="timed runs of each command (default: 5)")
     parser.add_argument("--out", default="bench_results", metavar="DIR",
                         help="folder for trace_report_speed.json (default: bench_results)")
+    parser.add_argument("--ranks", action="store_true",
+                        help="the traces are the ranks of one run: time trace-report on the first alone against "
+                        "trace-report on all of them (read one process per trace); goal: at most "
+                        f"{GOAL_RANKS_RATIO:g}× (writes trace_report_ranks_speed.json)")
     return parser
 
 
@@ -264,6 +274,8 @@ def run(argv: list[str] | None) -> dict:
     # PYTHONDONTWRITEBYTECODE would make every timed run compile every module again (0.15 s of trace-report's).
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     meta = machine(args.hta)
+    if args.ranks:
+        return ranks_speed(paths, args, env, meta, writable_file(out / "trace_report_ranks_speed.json", "the results"))
     hta_line = ""
     if args.hta:
         v = meta["hta"]
@@ -322,6 +334,40 @@ def run(argv: list[str] | None) -> dict:
     start, end = meta["load_avg_start"][0], meta["load_avg_end"][0]
     console.print(f"\nload average {start:.2f} at the start, {end:.2f} at the end ({meta['usable_cores']} cores); "
                   f"results: [bold]{escape(str(json_path))}[/bold]", soft_wrap=True)
+    return results
+
+
+def ranks_speed(paths: list[Path], args, env: dict[str, str], meta: dict, json_path: Path) -> dict:
+    """trace-report on one rank's trace against trace-report on every rank's, whole processes, interleaved."""
+    if len(paths) < 2:
+        raise UsageError("--ranks times one rank's trace against all of them: give two traces or more")
+    report = [sys.executable, "-m", "profiling_in_pytorch.traces.report"]
+    one = Command("trace-report, rank 0", [*report, str(paths[0])])
+    every = Command(f"trace-report, {len(paths)} ranks", [*report, *map(str, paths), "--ranks"])
+    console.print(f"[bold]benchmark_trace_report --ranks[/bold] · {meta['usable_cores']} of {meta['cores']} cores · "
+                  f"{len(paths)} traces, {sum(json_size(p) for p in paths) / MB:,.1f} MB of JSON · {args.rounds} "
+                  f"rounds · load average {meta['load_avg_start'][0]:.2f}", soft_wrap=True)
+    for command in (one, every):  # untimed: bytecode, page cache, failures found before the rounds
+        first = run_once(command, env)
+        if first.returncode != 0:
+            raise UsageError(f"{command.label} failed: {first.error}")
+    for r in range(args.rounds):
+        for command in (one, every) if r % 2 == 0 else (every, one):
+            command.runs.append(run_once(command, env))
+    single, together = figures(one.runs), figures(every.runs)
+    if single is None or together is None:
+        raise CannotRunHere("trace-report failed in every round: nothing to compare")
+    ratio = together["median_s"] / single["median_s"]
+    results = {"machine": meta, "rounds": args.rounds, "traces": list(map(str, paths)), "one": single,
+               "all": together, "ratio": ratio, "goal": GOAL_RANKS_RATIO}
+    write_atomically(json_path, json.dumps(results, indent=2) + "\n")
+    for command, f in ((one, single), (every, together)):
+        console.print(f"  {command.label}: median {f['median_s']:.2f} s ({_p20_p80(f)})")
+    met = ratio <= GOAL_RANKS_RATIO
+    console.print(f"  {'✓' if met else '✗'} {len(paths)} ranks at most {GOAL_RANKS_RATIO:g}× one: {ratio:.2f}×"
+                  + ("" if met or meta["usable_cores"] >= len(paths) else
+                     f" ({meta['usable_cores']} cores for {len(paths)} traces: they take turns)"))
+    console.print(f"results: [bold]{escape(str(json_path))}[/bold]", soft_wrap=True)
     return results
 
 
@@ -447,4 +493,6 @@ def goal_lines(rows: list[dict], with_hta: bool) -> list[str]:
 if __name__ == "__main__":
     results = main()
     # A trace trace-report could not read fails the run; HTA failing on one is a finding, in the table.
+    if "ratio" in results:  # --ranks: both commands ran in every round, or it stopped with a one-line error
+        raise SystemExit(0)
     raise SystemExit(1 if any("median_s" not in r["report"] for r in results["traces"]) else 0)

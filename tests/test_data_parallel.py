@@ -13,7 +13,6 @@ import torch
 from conftest import FIXTURES, ROOT, run_script, stderr_lines
 from tp_traces import simulated_tp_run
 
-from profiling_in_pytorch.traces import attribution
 from profiling_in_pytorch.traces import ranks as rank_traces
 from profiling_in_pytorch.traces.picture import layout, layout_ranks
 from profiling_in_pytorch.traces.reader import read_trace

@@ -368,8 +368,11 @@ def _cpu_items(step, thread: tuple, t0: float, on_main: bool) -> list[_Item]:
 
 
 def _thread_title(step, thread: tuple, main: bool) -> str:
-    if not main and any(op.name.startswith("autograd::engine") for op in step.ops if (op.pid, op.tid) == thread):
+    ops = [op for op in step.ops if (op.pid, op.tid) == thread]
+    if not main and any(op.name.startswith("autograd::engine") for op in ops):
         return f"autograd thread {thread[1]}\n(the backward)"
+    if not main and ops and all(op.name.startswith("gloo:") for op in ops):
+        return f"gloo thread {thread[1]}\n(collectives)"
     return f"CPU thread {thread[1]}"
 
 

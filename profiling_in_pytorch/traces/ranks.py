@@ -48,12 +48,13 @@ class RankFigures:
     op_self_us: Counter = field(default_factory=Counter)  # op name -> self µs per step
     compute_kernels: Counter = field(default_factory=Counter)  # kernel name -> µs per step, collectives left out
     owners: list[dict] = field(default_factory=list)  # per collective kind, unit and phase (attribution.py)
+    queue_delay_us: float | None = None  # median, from a collective's launch call returning to its kernel's start
 
     @classmethod
     def of(cls, trace: Trace, comm: Communication | None, rank: int) -> "RankFigures":
         return cls(trace.name, len(trace.steps), trace.has_gpu, trace.cpu_us_per_step() if trace.steps else 0.0,
                    trace.gpu_busy_us_per_step() if trace.steps else None, _window(trace), _op_self_us(trace),
-                   _compute_kernels(trace), rank_owner_rows(rank, trace, comm))
+                   _compute_kernels(trace), rank_owner_rows(rank, trace, comm), _queue_delay(comm))
 
 
 @dataclass
@@ -123,7 +124,11 @@ def _read_rank(job: tuple[int, str | Path, bool]) -> RankTrace:
     trace = read_trace(path)
     host = meta.get("host_name") if isinstance(meta.get("host_name"), str) else None
     comm = communication(trace)
-    return RankTrace(rank, comm, RankFigures.of(trace, comm, rank), host, trace if keep else None)
+    figures = RankFigures.of(trace, comm, rank)
+    if comm is not None and not keep:
+        for c in comm.collectives:
+            c.work = None  # its kernel, launch and launch path are in the figures now: 4× less to send back
+    return RankTrace(rank, comm, figures, host, trace if keep else None)
 
 
 def _read_in_processes(jobs: list) -> list[RankTrace] | None:
@@ -250,7 +255,7 @@ def _cpu_reason(slow: RankTrace, others: Sequence[RankTrace]) -> list[str]:
     mine, theirs = slow.figures.cpu_us_per_step, statistics.median(r.figures.cpu_us_per_step for r in others)
     if theirs <= 0 or mine < SLOWER * theirs:
         return []
-    if (delay := _queue_delay(slow)) is not None and delay > QUEUED_US:
+    if (delay := slow.figures.queue_delay_us) is not None and delay > QUEUED_US:
         return []  # its GPU had work queued when its collectives were launched: the CPU's pace did not hold it back
     text = f"its CPU spends {mine:,.0f} µs a step issuing it, the others {theirs:,.0f} ({mine / theirs:.2f}×)"
     own, base = slow.figures.op_self_us, others[0].figures.op_self_us
@@ -279,16 +284,16 @@ def _gpu_reason(slow: RankTrace, others: Sequence[RankTrace]) -> list[str]:
             f"{own[worst] - base.get(worst, 0.0):+,.0f} µs"]
 
 
-def _queue_delay(r: RankTrace) -> float | None:
+def _queue_delay(comm: Communication | None) -> float | None:
     """The median time from a collective's launch call returning to its kernel's start."""
-    gaps = [c.ts - c.work.launch_end for c in (r.comm.collectives if r.comm else [])
+    gaps = [c.ts - c.work.launch_end for c in (comm.collectives if comm else [])
             if c.work is not None and c.work.launch_end is not None]
     return statistics.median(gaps) if gaps else None
 
 
 def _launch_reason(slow: RankTrace, others: Sequence[RankTrace]) -> list[str]:
-    mine = _queue_delay(slow)
-    theirs = [d for d in map(_queue_delay, others) if d is not None]
+    mine = slow.figures.queue_delay_us
+    theirs = [r.figures.queue_delay_us for r in others if r.figures.queue_delay_us is not None]
     if mine is None or not theirs or mine > QUEUED_US or statistics.median(theirs) < 2 * max(mine, 5):
         return []
     return [f"its collectives' kernels start {mine:,.0f} µs after their launch returns (median; the others "

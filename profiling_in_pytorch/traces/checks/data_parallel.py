@@ -16,6 +16,12 @@ from profiling_in_pytorch.traces.model import Trace
 
 __all__ = ["collectives_by_kind", "collectives_start_in_backward"]
 
+CPU_ISSUE_SLOWER = (
+    "on a CPU at these sizes a layer's backward arithmetic takes microseconds, and issuing a collective to gloo "
+    "hundreds (c10d::allreduce_ in the op table): the backward's last GEMM is done before the later buckets are even "
+    "handed over. On GPUs the GEMMs take longer than the launches, and the collectives run beside them"
+)
+
 
 def collectives_by_kind(counts: dict[str, int], why: str = "", claim: str = "") -> Expectation:
     """Per step, exactly `counts[kind]` collectives of each kind (by what the code asked for), and no other kind."""
@@ -59,7 +65,8 @@ def collectives_start_in_backward(label: str, kind: str, at_least: int, why: str
             early.append((sum(o.collective.ts < compute_end for o in mine), len(mine)))
         ok = all(n >= at_least for n, _ in early)
         per = ", ".join(f"{n} of {total}" for n, total in early)
-        return Outcome(ok, f"{kind} started before {label}'s compute ended, per step: {per}")
+        reason = None if ok or trace.has_gpu else CPU_ISSUE_SLOWER
+        return Outcome(ok, f"{kind} started before {label}'s compute ended, per step: {per}", reason)
 
     text = f"at least {at_least} {kind} per step start before {label}'s compute ends" + (f" ({why})" if why else "")
     return Expectation(text, check, claim)
