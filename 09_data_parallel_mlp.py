@@ -133,7 +133,7 @@ def file_tag(args, strategy, world):
     return [*model_tag(args), f"dp{world}", strategy, *how]
 
 
-def expectations(strategy, args, model, on_gpu):
+def expectations(strategy, args, model):
     """What each strategy's trace shows on every rank (read by traces/attribution.py)."""
     checks = [ex.profiler_steps(), ex.labels_per_step(FORWARD, BACKWARD, OPTIMIZER)]
     if strategy == "ddp":
@@ -141,22 +141,32 @@ def expectations(strategy, args, model, on_gpu):
         if buckets:
             n = len(buckets)
             sizes = ", ".join(f"{b / 2**20:,.2f}" for b in buckets[:6]) + (", ..." if n > 6 else "")
-            checks += [
-                ex.collectives_by_kind({"AllReduce": n}, why=f"one per gradient bucket: DDP's reducer holds {n}, "
-                                       f"of {sizes} MB, for --bucket_mb {args.bucket_mb:g}"),
-                ex.collectives_start_in_backward(BACKWARD, "AllReduce", n - 1, why="a bucket is all-reduced once its "
-                                                 "last gradient is written; only the last bucket comes at the end"),
-                ex.exposed_share_at_most(min(1.0, 1 / n + EXPOSED_MARGIN), what="all-reduce",
-                                         why=f"only the last of {n} buckets has no backward left beside it"),
-            ]
+            # DDP also broadcasts rank 0's buffers before each forward (broadcast_buffers=True, its default): a
+            # transformers model's rotary frequencies; the stacked MLP has none.
+            buffers = {"Broadcast": 1} if any(True for _ in model.module.buffers()) else {}
+            checks.append(ex.collectives_by_kind({"AllReduce": n, **buffers}, why=f"one all-reduce per gradient "
+                                                 f"bucket: DDP's reducer holds {n}, of {sizes} MB, for --bucket_mb "
+                                                 f"{args.bucket_mb:g}" + ("; one broadcast of the buffers, before the "
+                                                                          "forward" if buffers else "")))
+            if n > 1:
+                checks += [
+                    ex.collectives_start_in_backward(BACKWARD, "AllReduce", n - 1, why="a bucket is all-reduced once "
+                                                     "its last gradient is written; only the last bucket comes at "
+                                                     "the end"),
+                    ex.exposed_share_at_most(min(1.0, 1 / n + EXPOSED_MARGIN), what="all-reduce",
+                                             why=f"only the last of {n} buckets has no backward left beside it"),
+                ]
+            else:
+                checks.append(ex.exposed_share_at_least(0.9, why="one bucket: its all-reduce starts once the whole "
+                                                        "backward is done, and nothing is left to hide it"))
     else:
         counts = data.fsdp_collectives(model, reshard_after_forward=not args.no_reshard)
         units = len(data.units(model))
         again = "once" if args.no_reshard else "twice (forward, then backward: resharded after the forward)"
-        checks += [
-            ex.collectives_by_kind(counts, why=f"{units} units: each all-gathered {again}, each gradient "
-                                   "reduce-scattered once" + (", and the root's" if data.root_keeps_parameters(model)
-                                                              else "")),
+        checks.append(ex.collectives_by_kind(counts, why=f"{units} units: each all-gathered {again}, each gradient "
+                                             "reduce-scattered once" + (", and the root's, gathered once" if
+                                                                        data.root_keeps_parameters(model) else "")))
+        checks += [] if counts["ReduceScatter"] < 2 else [
             ex.collectives_start_in_backward(BACKWARD, "ReduceScatter", counts["ReduceScatter"] - 1,
                                              why="a unit's gradients are reduce-scattered once its backward is done, "
                                              "while the units before it compute theirs"),
@@ -200,7 +210,7 @@ def profile_strategy(strategy, args, ranks):
     lesson.synchronize(run.device)
 
     # Guess first, then look.
-    expected = expectations(strategy, args, model, run.device.type == "cuda")
+    expected = expectations(strategy, args, model)
     lesson.announce(expected, run, compiled_already=True)
 
     # The profile, as the post writes it: five steps, the last three recorded, no synchronize inside.

@@ -188,7 +188,7 @@ def scaling_table(rows: Sequence[ScalingRow], title: str) -> Table:
 
 
 def scaling_headers() -> list[str]:
-    return ["strategy", "µs per step", "tokens/s, all ranks", "scaling efficiency", "beyond one GPU's step"]
+    return ["strategy", "µs per step", "tokens/s, all ranks", "scaling efficiency", "exposed comm. share"]
 
 
 def _scaling_cells(row: ScalingRow, one: ScalingRow) -> list[str]:
@@ -235,9 +235,9 @@ def bench_and_report(script: str, args, ranks, console, build: Callable[[], Work
              f"{dtype_name(dtype)}, {describe_device(device)}: the slowest rank, median of {calls} steps")
     console.print()
     console.print(scaling_table(rows, title))
-    console.print("  scaling efficiency: tokens/s on N ranks ÷ (N × one GPU's); beyond one GPU's step: the share of "
-                  "the step that one GPU does not spend (communication left exposed, the wrapper's own work)",
-                  soft_wrap=True)
+    console.print("  scaling efficiency: tokens/s on N ranks ÷ (N × one GPU's); exposed comm. share: 1 − one GPU's "
+                  "step ÷ this step, the part of the step that one GPU does not spend: communication nothing hid, and "
+                  "the wrapper's own work (an upper bound; the traces' exposed µs say which)", soft_wrap=True)
     sizes = (args.batch, args.seq, args.dim, args.hidden)
     if args.model == MLP and sizes == GOAL_SIZES and device.type == "cuda" and dtype == torch.bfloat16:
         for line in goal_lines(rows):

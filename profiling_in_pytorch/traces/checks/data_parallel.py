@@ -17,9 +17,9 @@ from profiling_in_pytorch.traces.model import Trace
 __all__ = ["collectives_by_kind", "collectives_start_in_backward"]
 
 CPU_ISSUE_SLOWER = (
-    "on a CPU at these sizes a layer's backward arithmetic takes microseconds, and issuing a collective to gloo "
-    "hundreds (c10d::allreduce_ in the op table): the backward's last GEMM is done before the later buckets are even "
-    "handed over. On GPUs the GEMMs take longer than the launches, and the collectives run beside them"
+    "on a CPU at these sizes a layer's backward arithmetic takes microseconds, and handing a collective to gloo "
+    "hundreds (the c10d:: ops in the op table): the backward's last GEMM is done before the later collectives are "
+    "even issued. On GPUs the GEMMs take longer than the launches, and the collectives run beside them"
 )
 
 
