@@ -58,7 +58,7 @@ def test_the_guesses_about_buckets_and_units_hold(cpu_run):
     result, _ = cpu_run
     lines = result.stdout.splitlines()
     # DDP: 9 weights of 2 KB, 1 KB buckets -> a bucket each; FSDP2: 3 units, resharded after the forward.
-    ddp = next(i for i, line in enumerate(lines) if "9 AllReduce per step (one per gradient bucket" in line
+    ddp = next(i for i, line in enumerate(lines) if "9 AllReduce per step (one all-reduce per gradient bucket" in line
                and line.lstrip().startswith("✓"))
     fsdp = next(i for i, line in enumerate(lines) if "6 AllGather, 3 ReduceScatter per step" in line
                 and line.lstrip().startswith("✓"))
