@@ -161,7 +161,7 @@ def profile_variant(variant, args, ranks):
     if ranks.leader:
         every_rank = runs.every_rank(run, ranks.rank, ranks.world)
         lesson.check(expected, run)
-        rank_traces.print_ranks(rank_traces.read_ranks(every_rank), lesson.console)
+        rank_traces.print_ranks(rank_traces.read_ranks(every_rank, parallel=False), lesson.console)
         other = runs.other_variant(run, __file__, args, "dtensor" if variant == "plain" else "plain", ranks)
         lesson.next_steps(run, compare_with=[other], ranks=every_rank)
     return outputs_agree

@@ -59,7 +59,7 @@ import torch.distributed as dist
 from torch.profiler import profile, record_function, schedule
 
 from profiling_in_pytorch import lesson
-from profiling_in_pytorch.cli import positive_int
+from profiling_in_pytorch.cli import positive_int, positive_number
 from profiling_in_pytorch.lesson.device import pick_dtype
 from profiling_in_pytorch.mlp import POST_SIZES
 from profiling_in_pytorch.model.presets import PRESETS
@@ -89,16 +89,6 @@ def model_flag(text):
     if text != data.MLP and text not in PRESETS:
         raise argparse.ArgumentTypeError(f"unknown model {text!r}: use {data.MLP} or a preset ({', '.join(PRESETS)})")
     return text
-
-
-def positive_float(text):
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number")
-    return value
 
 
 def require_valid(args, ranks):
@@ -231,7 +221,7 @@ def profile_strategy(strategy, args, ranks):
     if ranks.leader:
         every_rank = runs.every_rank(run, ranks.rank, ranks.world)
         lesson.check(expected, run)
-        read = rank_traces.read_ranks(every_rank)
+        read = rank_traces.read_ranks(every_rank, parallel=False)  # small traces: one process is quicker
         rank_traces.print_ranks(read, lesson.console)
         attribution.print_owners(read, lesson.console)
         lesson.next_steps(run, ranks=every_rank)
@@ -249,7 +239,7 @@ def main(argv=None):
                         f"its config: {', '.join(PRESETS)} (default: {data.MLP})")
     parser.add_argument("--layers", type=positive_int, default=DEFAULT_LAYERS, metavar="N",
                         help=f"with --model mlp: the MLPs stacked, each an FSDP2 unit (default: {DEFAULT_LAYERS})")
-    parser.add_argument("--bucket_mb", type=positive_float, default=DEFAULT_BUCKET_MB, metavar="MB",
+    parser.add_argument("--bucket_mb", type=positive_number, default=DEFAULT_BUCKET_MB, metavar="MB",
                         help=f"DDP's gradient bucket size, bucket_cap_mb (default: {DEFAULT_BUCKET_MB:g}, DDP's own)")
     parser.add_argument("--no_reshard", action="store_true",
                         help="FSDP2 with reshard_after_forward=False: the weights stay gathered for the backward")

@@ -34,6 +34,13 @@ def positive_int(text: str) -> int:
     return _whole_number(text, 1, "a positive whole number")
 
 
+def positive_number(text: str) -> float:
+    """An amount that need not be whole (megabytes, seconds): a decimal number above zero."""
+    if not re.fullmatch(r"[+]?([0-9]+\.?[0-9]*|\.[0-9]+)", text.strip()) or float(text) <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number (0.5, 25), got {text!r}")
+    return float(text)
+
+
 def count_or_zero(text: str) -> int:
     """A count that may be 0 (what 0 means is the flag's to say)."""
     return _whole_number(text, 0, "a whole number, 0 or more")
