@@ -133,7 +133,8 @@ def _read_rank(job: tuple[int, str | Path, bool]) -> RankTrace:
 
 def _read_in_processes(jobs: list) -> list[RankTrace] | None:
     """Each trace in its own process; None where processes cannot start or die (the caller reads them here then).
-    A trace that cannot be read raises its own one-line error, as read here would."""
+    A trace that cannot be read raises its own one-line error, as read here would. Ctrl-C reaches the workers too
+    (one process group): they ignore it, and the parent ends them, so that it alone says one line."""
     import concurrent.futures
     import multiprocessing
 
@@ -143,10 +144,26 @@ def _read_in_processes(jobs: list) -> list[RankTrace] | None:
         context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
         if context.get_start_method() == "forkserver":
             context.set_forkserver_preload([__name__])  # imported once, in the server: each worker forks from it
-        with concurrent.futures.ProcessPoolExecutor(max_workers=len(jobs), mp_context=context) as pool:
-            return list(pool.map(_read_rank, jobs))
-    except (OSError, concurrent.futures.process.BrokenProcessPool, RuntimeError):
+        pool = concurrent.futures.ProcessPoolExecutor(max_workers=len(jobs), mp_context=context,
+                                                      initializer=_ignore_interrupts)
+    except (OSError, RuntimeError):
         return None
+    try:
+        return list(pool.map(_read_rank, jobs))
+    except (OSError, concurrent.futures.process.BrokenProcessPool):
+        return None
+    except BaseException:
+        for process in list((getattr(pool, "_processes", None) or {}).values()):
+            process.terminate()
+        raise
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _ignore_interrupts() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def windows_overlap(ranks: Sequence[RankTrace]) -> bool:
