@@ -13,7 +13,9 @@ import torch
 from conftest import FIXTURES, ROOT, run_script, stderr_lines
 from tp_traces import simulated_tp_run
 
+from profiling_in_pytorch.traces import attribution
 from profiling_in_pytorch.traces import ranks as rank_traces
+from profiling_in_pytorch.traces.communication import communication
 from profiling_in_pytorch.traces.picture import layout, layout_ranks
 from profiling_in_pytorch.traces.reader import read_trace
 
@@ -154,3 +156,16 @@ def test_both_strategies_on_two_gpus(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert "✗" not in "".join(line for line in result.stdout.splitlines() if "AllReduce per step" in line)
     assert "scaling efficiency" in result.stdout
+
+
+def test_ddp_buckets_on_a_real_gpu_trace():
+    """HTA's A100 DDP trace (tests/fixtures/world): NCCL kernels tied to their launches, two broadcasts of the
+    buffers in the forward, then the gradient buckets' all-reduces in the backward, numbered in the order issued."""
+    trace = read_trace(FIXTURES / "world" / "a100_nccl_hta_step5.json.gz")
+    owned = attribution.owners(trace, communication(trace))[0]
+    assert [(o.kind, o.unit, o.phase) for o in owned if o.kind == "Broadcast"] == [("Broadcast", None,
+                                                                                   "## forward ##")] * 2
+    buckets = [o for o in owned if o.kind == "AllReduce"]
+    assert [o.unit for o in buckets] == [f"bucket {i}" for i in range(len(buckets))] and len(buckets) >= 5
+    assert {o.phase for o in buckets} == {"## backward ##"}
+    assert [o.issued_at for o in buckets] == sorted(o.issued_at for o in buckets)
