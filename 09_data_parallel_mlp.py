@@ -100,14 +100,14 @@ def require_valid(args, ranks):
                          "--strategy fsdp")
 
 
-def build_workload(args, device, dtype) -> data.Workload:
-    """The model and this rank's batch: the same weights on every rank (same seed), each rank its own batch."""
+def build_workload(args, device, dtype, rank) -> data.Workload:
+    """The model and this rank's batch: the same weights on every rank (seed 0), each rank its own batch (seed
+    1 + rank), as a data loader would give it."""
     torch.manual_seed(0)
     if args.model == data.MLP:
-        work = data.mlp_workload(args.batch, args.seq, args.dim, args.hidden, args.layers, device, dtype)
-    else:
-        work = data.preset_workload(args.model, args.batch, args.seq, device, dtype)
-    return work
+        return data.mlp_workload(args.batch, args.seq, args.dim, args.hidden, args.layers, device, dtype,
+                                 batch_seed=1 + rank)
+    return data.preset_workload(args.model, args.batch, args.seq, device, dtype, batch_seed=1 + rank)
 
 
 def model_tag(args):
@@ -175,7 +175,7 @@ def profile_strategy(strategy, args, ranks):
                                                                                else "")}[strategy]
     run = runs.rank_run(__file__, args, strategy, ranks, label=f"{FORWARD}, {BACKWARD}, {OPTIMIZER} · {name} · "
                         f"{ranks.describe()}", tag=file_tag(args, strategy, ranks.world))
-    work = build_workload(args, run.device, run.dtype)
+    work = build_workload(args, run.device, run.dtype, ranks.rank)
     params = sum(p.numel() for p in work.model.parameters())
     # Weights, gradients and AdamW's two moments, and the activations of a few layers: a floor, not the peak.
     lesson.require_memory(run, 4 * params * run.dtype.itemsize, "the weights, their gradients and AdamW's state")
@@ -257,7 +257,7 @@ def main(argv=None):
             # Outside the profiles: one GPU's training step against each strategy's, timed in this run on every rank.
             dtype = pick_dtype(args.dtype, ranks.device)
             data.bench_and_report(__file__, args, ranks, lesson.console,
-                                  lambda: build_workload(args, ranks.device, dtype),
+                                  lambda: build_workload(args, ranks.device, dtype, ranks.rank),
                                   model_tag(args), _what(args), dtype)
     return 0
 

@@ -77,3 +77,16 @@ def test_percentiles_and_goals():
     row = benchmark.summarize(case)
     assert row["speed_goal"] == {"allowed_s": 2.0, "met": False}  # 20 MB: 2 s allowed, --json took 2.1
     assert row["hta_ratio"] == pytest.approx(4.0 / 1.9) and not row["hta_goal_met"]  # --json: 1.90×, under 2
+
+
+def test_ranks_times_one_rank_against_all_of_them(tmp_path):
+    from tp_traces import simulated_tp_run
+
+    paths = simulated_tp_run(tmp_path, world=2)
+    result = run_script("benchmark_trace_report.py", *map(str, paths), "--ranks", "--rounds", "1", "--out",
+                        str(tmp_path / "out"), timeout=120)
+    assert result.returncode == 0, result.stderr
+    payload = json.loads((tmp_path / "out" / "trace_report_ranks_speed.json").read_text())
+    assert payload["traces"] == list(map(str, paths)) and payload["one"]["runs"] == payload["all"]["runs"] == 1
+    assert payload["ratio"] == pytest.approx(payload["all"]["median_s"] / payload["one"]["median_s"])
+    assert f"2 ranks at most 1.5× one: {payload['ratio']:.2f}×" in result.stdout

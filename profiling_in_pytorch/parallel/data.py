@@ -56,22 +56,26 @@ class Workload:
     what: str
 
 
-def mlp_workload(batch: int, seq: int, dim: int, hidden: int, layers: int, device, dtype) -> Workload:
-    """The stacked MLP and a random batch with a random target: the loss is the MSE, as in lesson 06."""
+def mlp_workload(batch: int, seq: int, dim: int, hidden: int, layers: int, device, dtype, *,
+                 batch_seed: int = 0) -> Workload:
+    """The stacked MLP (weights from the current seed) and a random batch with a random target, drawn from
+    `batch_seed` (each rank its own): the loss is the MSE, as in lesson 06."""
     model = StackedGeGLUMLP(dim, hidden, layers).to(device, dtype)
+    torch.manual_seed(batch_seed)
     x = torch.randn(batch, seq, dim, device=device, dtype=dtype)
     target = torch.randn(batch, seq, dim, device=device, dtype=dtype)
     what = f"the post's MLP ×{layers} with residuals, {dim}→{hidden}"
     return Workload(model, lambda m: F.mse_loss(m(x), target), batch * seq, what)
 
 
-def preset_workload(name: str, batch: int, seq: int, device, dtype) -> Workload:
-    """A transformers preset built from its config (random weights, nothing downloaded), on random tokens that are
-    also its labels: the model computes its own loss."""
+def preset_workload(name: str, batch: int, seq: int, device, dtype, *, batch_seed: int = 0) -> Workload:
+    """A transformers preset built from its config (random weights from the current seed, nothing downloaded), on
+    random tokens drawn from `batch_seed` that are also its labels: the model computes its own loss."""
     from profiling_in_pytorch.model.load import build_transformers, loss_of, token_inputs, transformers_config
 
     config, _, what = transformers_config(name)
     model = build_transformers(name, config, device, dtype, pretrained=False)
+    torch.manual_seed(batch_seed)
     inputs = token_inputs(config, batch, seq, device, train=True)
     return Workload(model, lambda m: loss_of(m(**inputs)), batch * seq, what)
 
@@ -160,7 +164,6 @@ def bench(build: Callable[[], Workload], strategies: Sequence[str], ranks, *, bu
     N ranks do N × the tokens of one GPU per step, so the scaling efficiency is one GPU's step time over theirs."""
     rows = []
     for name in ("one", *strategies):
-        torch.manual_seed(0)
         work = build()
         model = work.model if name == "one" else wrap(work.model, name, ranks, bucket_mb=bucket_mb,
                                                      reshard_after_forward=reshard_after_forward)
