@@ -132,24 +132,34 @@ def _read_rank(job: tuple[int, str | Path, bool]) -> RankTrace:
 
 
 def _read_in_processes(jobs: list) -> list[RankTrace] | None:
-    """Each trace in its own process; None where processes cannot start or die (the caller reads them here then).
-    A trace that cannot be read raises its own one-line error, as read here would. Ctrl-C reaches the workers too
-    (one process group): they ignore it, and the parent ends them, so that it alone says one line."""
+    """The first trace here, each other in a process of its own, at the same time; None where processes cannot
+    start or die (the caller reads them all here then). A trace that cannot be read raises its own one-line error,
+    as read here would. Ctrl-C reaches the workers too (one process group): they ignore it, and the parent ends
+    them, so that it alone says one line."""
     import concurrent.futures
     import multiprocessing
+    import sys
+    import threading
 
     try:
-        # forkserver, not fork: the caller may hold threads (torch's, rich's), which fork copies badly.
+        # fork where this process runs one thread (trace-report): a worker starts in milliseconds, with everything
+        # imported. Otherwise forkserver (fork copies other threads' locks badly: torch's, a lesson's), else spawn.
         methods = multiprocessing.get_all_start_methods()
-        context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-        if context.get_start_method() == "forkserver":
+        if sys.platform == "linux" and threading.active_count() == 1:
+            method = "fork"
+        else:
+            method = "forkserver" if "forkserver" in methods else "spawn"
+        context = multiprocessing.get_context(method)
+        if method == "forkserver":
             context.set_forkserver_preload([__name__])  # imported once, in the server: each worker forks from it
-        pool = concurrent.futures.ProcessPoolExecutor(max_workers=len(jobs), mp_context=context,
+        pool = concurrent.futures.ProcessPoolExecutor(max_workers=len(jobs) - 1, mp_context=context,
                                                       initializer=_ignore_interrupts)
-    except (OSError, RuntimeError):
+    except (OSError, RuntimeError, ValueError):
         return None
     try:
-        return list(pool.map(_read_rank, jobs))
+        others = [pool.submit(_read_rank, job) for job in jobs[1:]]
+        first = _read_rank(jobs[0])
+        return [first, *(future.result() for future in others)]
     except (OSError, concurrent.futures.process.BrokenProcessPool):
         return None
     except BaseException:
