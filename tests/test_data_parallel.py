@@ -169,3 +169,55 @@ def test_ddp_buckets_on_a_real_gpu_trace():
     assert [o.unit for o in buckets] == [f"bucket {i}" for i in range(len(buckets))] and len(buckets) >= 5
     assert {o.phase for o in buckets} == {"## backward ##"}
     assert [o.issued_at for o in buckets] == sorted(o.issued_at for o in buckets)
+
+
+def fsdp_gpu_trace(path, units=("layers.0", "layers.1")):
+    """One rank's GPU trace of an FSDP2 step, shaped as torch.profiler writes one: per unit, an all-gather in the
+    forward and a reduce-scatter in the backward, each an NCCL kernel launched from a c10d op inside FSDP2's range;
+    a GEMM per unit beside them."""
+    cpu, compute, nccl = {"pid": 1, "tid": 1}, {"pid": 0, "tid": 7}, {"pid": 0, "tid": 20}
+    events, corr = [], 0
+
+    def box(cat, name, ts, dur, lane=cpu, **args):
+        events.append({"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, **lane, "args": args})
+
+    def launch(op, kernel, ts, lane, gpu_ts, gpu_dur, outer=None):
+        nonlocal corr
+        corr += 1
+        if outer:
+            box("user_annotation", outer, ts, 8)
+        box("cpu_op", op, ts + 1, 6)
+        box("cuda_runtime", "cudaLaunchKernel", ts + 2, 3, correlation=corr)
+        box("kernel", kernel, gpu_ts, gpu_dur, lane, correlation=corr)
+
+    for step in range(3):
+        t = step * 1000.0
+        box("user_annotation", f"ProfilerStep#{2 + step}", t, 900)
+        box("user_annotation", "dp_fwd", t + 1, 400)
+        box("user_annotation", "dp_bwd", t + 410, 400)
+        for i, unit in enumerate(units):
+            launch("c10d::_allgather_base_", "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+                   t + 10 + 100 * i, nccl, t + 20 + 100 * i, 30, f"FSDP::all_gather ({unit})")
+            launch("aten::mm", "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT", t + 60 + 100 * i, compute,
+                   t + 60 + 100 * i, 80)
+        for i, unit in enumerate(reversed(units)):
+            launch("aten::mm", "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT", t + 420 + 100 * i, compute,
+                   t + 420 + 100 * i, 80)
+            launch("c10d::_reduce_scatter_base_",
+                   "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+                   t + 500 + 100 * i, nccl, t + 505 + 100 * i, 40, f"FSDP::post_backward_reduce ({unit})")
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events,
+                                "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}]}))
+    return path
+
+
+def test_fsdp_units_on_a_gpu_trace_come_from_the_kernels_launch_path(tmp_path):
+    trace = read_trace(fsdp_gpu_trace(tmp_path / "fsdp_rank0.json"))
+    owned = attribution.owners(trace, communication(trace))
+    assert [(o.kind, o.unit, o.phase) for o in owned[0]] == [
+        ("AllGather", "layers.0", "dp_fwd"), ("AllGather", "layers.1", "dp_fwd"),
+        ("ReduceScatter", "layers.1", "dp_bwd"), ("ReduceScatter", "layers.0", "dp_bwd")]
+    # the first reduce-scatter (505-545 µs) runs beside the next unit's GEMM from 520 µs: 15 µs exposed; the last
+    # has no GEMM left beside it: all of its 40 µs
+    exposed = [round(o.collective.exposed_us, 1) for o in owned[0] if o.kind == "ReduceScatter"]
+    assert exposed == [15.0, 40.0]
