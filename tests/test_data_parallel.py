@@ -221,3 +221,14 @@ def test_fsdp_units_on_a_gpu_trace_come_from_the_kernels_launch_path(tmp_path):
     # has no GEMM left beside it: all of its 40 µs
     exposed = [round(o.collective.exposed_us, 1) for o in owned[0] if o.kind == "ReduceScatter"]
     assert exposed == [15.0, 40.0]
+
+
+def test_the_lessons_checks_on_a_gpu_shaped_fsdp_trace(tmp_path):
+    from profiling_in_pytorch.traces import checks as ex
+
+    trace = read_trace(fsdp_gpu_trace(tmp_path / "fsdp_rank0.json"))
+    assert ex.collectives_by_kind({"AllGather": 2, "ReduceScatter": 2}).check(trace).ok
+    assert not ex.collectives_by_kind({"AllGather": 4, "ReduceScatter": 2}).check(trace).ok
+    started = ex.collectives_start_in_backward("dp_bwd", "ReduceScatter", 1).check(trace)
+    assert started.ok and "1 of 2, 1 of 2, 1 of 2" in started.evidence
+    assert not ex.collectives_start_in_backward("dp_bwd", "ReduceScatter", 2).check(trace).ok
