@@ -193,7 +193,14 @@ def communication(trace: Trace) -> Communication | None:
     if not trace.steps:
         return None
     issued = [_issued(step.ops) for step in trace.steps]
-    nccl = [(w, decode_nccl(w.name)) for w in trace.gpu_lane() if w.kind == "kernel"]
+    decoded: dict[str, NcclKernel | None] = {}  # once per distinct name: a trace repeats a few names thousands of times
+
+    def nccl_of(name: str) -> NcclKernel | None:
+        if name not in decoded:
+            decoded[name] = decode_nccl(name)
+        return decoded[name]
+
+    nccl = [(w, nccl_of(w.name)) for w in trace.gpu_lane() if w.kind == "kernel"]
     if any(kernel is not None for _, kernel in nccl):
         compute = _merged((w.ts, w.end) for w, kernel in nccl if kernel is None)
         steps = []
@@ -201,7 +208,7 @@ def communication(trace: Trace) -> Communication | None:
             found = [
                 Collective("gpu", kernel.name, kernel.collective or _launching_collective(w), w.ts, w.dur, step.name,
                            nccl=kernel, work=w)
-                for w in step.gpu if w.kind == "kernel" and (kernel := decode_nccl(w.name)) is not None
+                for w in step.gpu if w.kind == "kernel" and (kernel := nccl_of(w.name)) is not None
             ]
             steps.append(_step(step.name, step.ts, found, asked, compute))
         return Communication(trace.name, "gpu", steps)

@@ -273,8 +273,10 @@ def _compute_kernels(trace: Trace) -> Counter:
     found: Counter = Counter()
     for step in trace.steps:
         for w in step.gpu:
-            if w.kind == "kernel" and decode_nccl(w.name) is None:
+            if w.kind == "kernel":
                 found[w.name] += w.dur / len(trace.steps)
+    for name in [name for name in found if decode_nccl(name) is not None]:  # each distinct name decoded once
+        del found[name]
     return found
 
 
