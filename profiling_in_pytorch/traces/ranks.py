@@ -5,7 +5,8 @@ The traces are read at once, the first here and each other in a process of its o
 threads would take turns). What comes back from each process is small, the figures this report prints
 (`RankFigures`) and the trace's collectives: the parsed trace itself would cost as much to send back as to parse (a
 30 MB trace: 1.5 s to read, 1.5 s to pickle and 1.2 s to unpickle on this project's 2-core CI machine; its figures
-and collectives, 0.03 s and 1.6 MB). `keep_traces=True` (trace-report --json, which prints every event's figures) reads them here, one after the other.
+and collectives, 0.03 s and 1.6 MB). `keep_traces=True` (trace-report --json, which prints every event's figures)
+reads them here, one after the other.
 
 On one host the ranks share a clock, so the same collective's start on each rank can be compared. Nothing here
 imports torch.
