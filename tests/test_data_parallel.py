@@ -253,3 +253,13 @@ def test_the_lessons_checks_on_a_gpu_shaped_fsdp_trace(tmp_path):
     started = ex.collectives_start_in_backward("dp_bwd", "ReduceScatter", 1).check(trace)
     assert started.ok and "1 of 2, 1 of 2, 1 of 2" in started.evidence
     assert not ex.collectives_start_in_backward("dp_bwd", "ReduceScatter", 2).check(trace).ok
+
+
+def test_many_buckets_are_summed_per_rank_and_phase(cpu_run):
+    _, folder = cpu_run
+    ranks = rank_traces.read_ranks(rank_files(folder, "ddp"), parallel=False)
+    grouped = attribution.owner_rows(ranks, group_units=True)
+    assert [(row["rank"], row["collective"], row["unit"], row["phase"], round(row["per_step"], 6)) for row in grouped] \
+        == [(0, "AllReduce", "9 buckets", "dp_bwd", 9.0), (1, "AllReduce", "9 buckets", "dp_bwd", 9.0)]
+    alone = attribution.owner_rows(ranks, group_units=False)
+    assert sum(row["us_per_step"] for row in alone if row["rank"] == 0) == pytest.approx(grouped[0]["us_per_step"])

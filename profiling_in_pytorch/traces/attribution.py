@@ -137,7 +137,8 @@ def owner_rows(ranks, *, group_units: bool | None = None) -> list[dict]:
             into["units"].add(row["unit"])
     for row in grouped.values():
         units = row.pop("units")
-        row["unit"] = f"{len(units)} units" if len(units) > 1 else next(iter(units), None)
+        what = "buckets" if all(unit.startswith("bucket ") for unit in units) else "units"
+        row["unit"] = f"{len(units)} {what}" if len(units) > 1 else next(iter(units), None)
     return list(grouped.values())
 
 
