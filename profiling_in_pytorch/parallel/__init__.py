@@ -1,4 +1,4 @@
-"""The post's MLP over several processes, one per GPU, tensor parallel: what lesson 08 runs and times.
+"""The post's MLP over several processes, one per GPU: tensor parallel (lesson 08) and data parallel (lesson 09).
 
     launch.py    joining the run torchrun started: the backend (NCCL on GPUs, gloo on a CPU), this rank's GPU,
                  NVLink multicast kept off, rank 0 speaking for all; one-line errors
@@ -6,6 +6,8 @@
                  the overlapped forward by chunks, a forward captured in a CUDA graph
     runs.py      one rank's file names: the lesson's tag, then `_rank<r>`
     timing.py    each variant's forward against one GPU in the same run, every rank in step
+    data.py      data parallel: the stacked MLP or a preset, DDP or FSDP2 around it, the collectives each should
+                 issue per step, one GPU's training step against N (scaling efficiency)
 
 This package imports torch, `profiling_in_pytorch.mlp` and the lesson's plumbing (`profiling_in_pytorch.lesson`),
 as `bench` does; all communication goes through torch.distributed.

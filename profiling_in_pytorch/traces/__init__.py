@@ -13,7 +13,9 @@ Each module holds one concern; imports go down this list, never up:
     fusion.py        where fusion would pay: memory-bound kernels back to back, bytes moved, time a fused kernel takes
     fusion_dataflow.py  split chains: two pointwise ops a GEMM keeps apart on the stream, linked by shapes and order
     summary.py       where a model's GPU time goes: kinds of work, modules, top kernels, the idle split
-    communication.py collectives (NCCL kernels, gloo's ranges), the time nothing overlaps, several ranks' skew
+    ranks.py         several ranks' traces read together (one process each): a row per rank, the skew, the straggler
+    attribution.py   whose collective: the DDP bucket or FSDP2 unit, the kind asked for, the phase that issued it
+    communication.py collectives (NCCL kernels, gloo's ranges), the time nothing overlaps
     graphs.py        CUDA graph replays: one row per cudaGraphLaunch, its kernels, span and gaps
     pace.py          who sets the pace: `verdict(trace)` -> Verdict (overhead-bound or compute-bound)
     op_bytes.py      what an op reads and writes, from its recorded input shapes and types
