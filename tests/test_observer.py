@@ -48,7 +48,7 @@ def test_a_lesson_times_its_step_unprofiled_and_writes_the_figures_first_in_its_
     out = result.stdout
     line = next(line for line in out.splitlines() if line.startswith("without the profiler: "))
     assert f"(medians of {figures['repeats']}," in line
-    section = out.split("What the profiler changed", 1)[1]
+    section = " ".join(out.split("What the profiler changed", 1)[1].split())  # wrapped to the terminal
     assert "a step, profiled" in section and "no GPU, so no verdict to flip" in section
 
 
@@ -61,7 +61,7 @@ def test_trace_report_reads_the_lessons_figures_back_from_the_trace(cpu_lesson_r
     assert measured["unprofiled"] == written
     assert measured["flipped"] is False and measured["unprofiled_kind"] is None  # no GPU, no verdict to weigh
     assert trace_report([str(path)]) == 0
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())
     assert "What the profiler changed" in out and f"unprofiled {_ms_or_us(written['wall_us_per_step'])} a step" in out
 
 

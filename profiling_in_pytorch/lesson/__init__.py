@@ -13,7 +13,8 @@
 
 The recipe itself (the module, `step()` under `record_function`, `torch.profiler.profile(...)` with the posts'
 schedule, the five `prof.step()`s) stays in the lesson, where the reader sees it. This package imports torch,
-rich, `profiling_in_pytorch.traces` (the checks), `profiling_in_pytorch.mlp.accuracy` (the output and gradient checks) and the standard
+rich, `profiling_in_pytorch.traces` (the checks), `profiling_in_pytorch.mlp.accuracy` (the output and gradient checks),
+`profiling_in_pytorch.bench.timing` (the timers `time_unprofiled` shares with the benchmark) and the standard
 modules (`profiling_in_pytorch.cli`, `errors`, `files`); it never imports a lesson.
 
 Each part lives in its own module (runs, unprofiled, guesses, output, op_table, correctness, commands); this file

@@ -36,6 +36,7 @@ from profiling_in_pytorch.traces.pace import _us
 HELD_S, LOOP_S, CPU_S = 0.4, 0.3, 0.5
 MIN_REPEATS, MAX_REPEATS = 3, 50
 RANKED_REPEATS = {"cuda": 10, "cpu": 3}  # with a barrier: fixed counts, the same on every rank
+RANKED_LOOP_CALLS = 4
 LOOP_TARGET_US = 10_000  # a back-to-back loop runs about this long: 2 to LOOP_CALLS steps
 LOOP_CALLS = 20
 HOLD_MARGIN, HOLD_EXTRA_US = 1.5, 20.0  # the GPU spins this much longer than the CPU takes to issue a step
@@ -95,6 +96,7 @@ def _on_gpu(step: Callable[[], object], barrier) -> tuple[float, float, float, i
     issue_us, gpu_us = bench_timing.percentile(issue, 50), bench_timing.percentile(gpu, 50)
     calls = max(2, min(LOOP_CALLS, int(LOOP_TARGET_US / max(issue_us, gpu_us, 1.0))))
     if barrier is not None:
+        calls = RANKED_LOOP_CALLS  # not from this rank's own medians: every rank must call the step as often
         barrier()
     loop = bench_timing.back_to_back(lambda _: step(), [None], calls, seconds=0.0 if fixed else LOOP_S,
                                      min_loops=fixed or MIN_REPEATS)

@@ -26,9 +26,9 @@ No torch here (like the rest of `traces`).
 from __future__ import annotations
 
 import math
+import textwrap
 from dataclasses import dataclass
 
-from rich.markup import escape
 
 from profiling_in_pytorch.console import Console
 from profiling_in_pytorch.traces.communication import trace_metadata
@@ -238,10 +238,12 @@ def recording_options(trace: Trace, meta: dict) -> dict[str, str]:
 def print_observed(observed: Observed, console: Console) -> None:
     """trace-report's section: the options, then the measured comparison or the estimate, one sentence a line."""
     console.print("[bold]What the profiler changed[/bold]")
+    lines = observed.sentences()
     if observed.options and (observed.effect is not None or observed.estimate is not None):
-        console.print(f"  recorded with {escape(_recorded(observed.options))}", soft_wrap=True)
-    for sentence in observed.sentences():
-        console.print(f"  {escape(sentence)}", soft_wrap=True)
+        lines = [f"recorded with {_recorded(observed.options)}", *lines]
+    for sentence in lines:  # wrapped to the terminal, each line indented under the heading
+        for line in textwrap.wrap(sentence, width=max(40, console.width - 2)):
+            console.print(f"  {line}", soft_wrap=True, markup=False, highlight=False)
     console.print()
 
 
