@@ -23,7 +23,7 @@ only hands their names on, so that a lesson reads `lesson.setup`, `lesson.save`,
 
 from __future__ import annotations
 
-from profiling_in_pytorch.lesson.commands import (TRACE_UTIL, _command, _shown, bucket_name, next_steps,  # noqa: F401
+from profiling_in_pytorch.lesson.commands import (TRACE_UTIL, _command, bucket_name, next_steps,  # noqa: F401
                                                   share_command, shown_path)
 from profiling_in_pytorch.lesson.correctness import check_output, check_saved, check_training  # noqa: F401
 from profiling_in_pytorch.lesson.device import describe_device, dtype_name, pick_device, pick_dtype  # noqa: F401

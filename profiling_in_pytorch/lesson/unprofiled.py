@@ -10,6 +10,8 @@ lessons' profiler with record_shapes. `time_unprofiled(step, run)` gives the thr
                   work is all queued before the GPU reaches it: the host's time for step() to return is the CPU's
                   issue time, CUDA events around the step the GPU's time alone (as bench.timing.gpu_timing holds the
                   GPU, without its L2 flush: the profiled steps run with a warm L2)
+                  (a step of more than about a thousand launches would fill the launch queue while the GPU spins, and
+                  its issue time include the wait: no lesson's step comes near)
                3. steps back to back, no synchronize inside, as the profile runs them (bench.timing.back_to_back):
                   the loop's period, the wall time per step
     on a CPU   the step runs on the calling thread: its time is all three (there is no GPU time)
