@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, run_script, stderr_lines
+from conftest import FIXTURES, requires_cuda, run_script, stderr_lines
 from graph_traces import TraceWriter
 
 from profiling_in_pytorch.traces.observer import UNPROFILED_KEY, observe, recording_options
@@ -197,3 +197,17 @@ def test_the_options_benchmark_refuses_an_unknown_configuration():
     assert stderr_lines(result) == [
         "benchmark_profiler_options.py: error: --configs: unknown record_shape: use unprofiled, no_option, "
         "record_shapes, with_stack, profile_memory, with_modules, all"]
+
+
+@pytest.mark.gpu
+@requires_cuda
+def test_on_a_gpu_the_lesson_times_gpu_and_cpu_apart_and_judges_both(tmp_path):
+    result = run_script("03_simple_mlp.py", "--trace_dir", str(tmp_path), timeout=600)  # the post's size
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    trace = json.loads(next((tmp_path / "03_simple_mlp").glob("*.json")).read_text())
+    figures = trace[UNPROFILED_KEY]
+    assert figures["device"] == "cuda" and figures["gpu_us_per_step"] > 0 and figures["repeats"] >= 3
+    assert figures["timing_s"] <= 1.0  # the goal at the post's sizes
+    section = " ".join(result.stdout.split("What the profiler changed", 1)[1].split())
+    assert "the GPU works" in section and ("both read" in section or "the profiler flips the verdict" in section)
