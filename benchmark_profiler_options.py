@@ -87,6 +87,8 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda when a GPU is visible")
     parser.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default=None,
                         help="default: bf16 on a GPU, fp32 on a CPU (as the lessons)")
+    parser.add_argument("--threads", type=positive_int, default=None, metavar="N",
+                        help="torch's CPU threads (default: torch's own; 1 steadies a CPU shared with other work)")
     parser.add_argument("--out", default=None, metavar="FILE",
                         help="the JSON (default: bench_results/profiler_options.json, _cpu before .json on a CPU)")
     parser.add_argument("--child", nargs=2, metavar=("WORKLOAD", "CONFIG"), help=argparse.SUPPRESS)
@@ -182,6 +184,8 @@ def _child(args, workload: str, config: str) -> dict:
 
     device = pick_device(args.device)
     dtype = pick_dtype(args.dtype, device)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     if workload == "mlp":
         from profiling_in_pytorch.mlp import SimpleGeGLUMLP
@@ -217,7 +221,7 @@ def _child(args, workload: str, config: str) -> dict:
             figures = measure_step(step, device)
     else:
         figures = measure_step(step, device)
-    where = f"{describe_device(device)}, {dtype_name(dtype)}"
+    where = f"{describe_device(device)}, {dtype_name(dtype)}" + (f", {args.threads} thread(s)" if args.threads else "")
     return {"workload": workload, "what": what, "config": config, "profiled": profiled, "where": where,
             **figures.to_dict()}
 
