@@ -76,6 +76,7 @@ class Verdict:
             "graph_share": rounded(self.graph_share, 4),
         }
 
+
 def paced_by_timing(cpu_issue_us: float, gpu_busy_us: float, period_us: float) -> str:
     """The verdict's rule on figures timed without the profiler, where no GPU lane is read: "overhead-bound" when
     issuing a step takes the CPU longer than the GPU's work, or the GPU idles STARVED_SHARE of a step's period (steps
