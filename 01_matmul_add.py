@@ -85,12 +85,16 @@ def main(argv=None):
 
     # Guess first, then look: what Part 1 says this trace shows.
     expected = expectations(args)
-    lesson.announce(expected, run)
+    lesson.announce(expected, run, compiled_already=args.warmup)  # a warm run's timing below compiles, if anything does
 
     if args.warmup:
         for _ in range(3):
             step()
         lesson.synchronize(run.device)
+
+    # The step without the profiler first: what the profiled figures are read against (lesson/unprofiled.py). A cold
+    # run is timed after its profile instead: the timing's calls would warm the step the profile is to catch cold.
+    baseline = lesson.time_unprofiled(step, run) if args.warmup else None
 
     # The profile, as the post writes it: five steps, the last three recorded, no synchronize inside.
     with profile(
@@ -104,8 +108,10 @@ def main(argv=None):
             step()
             prof.step()
     lesson.synchronize(run.device)
+    if baseline is None:
+        baseline = lesson.time_unprofiled(step, run)
 
-    lesson.save(prof, run)  # traces/01_matmul_add/<tag>.json, the op table <tag>.txt and a picture of a step <tag>.png
+    lesson.save(prof, run, baseline)  # traces/01_matmul_add/<tag>.json, the op table <tag>.txt and a picture of a step <tag>.png
     lesson.check(expected, run)
     lesson.next_steps(run)
 

@@ -65,7 +65,10 @@ def main(argv=None):
 
     # Guess first, then look: what Part 2 says this trace shows.
     expected = expectations(args)
-    lesson.announce(expected, run)
+    lesson.announce(expected, run, compiled_already=True)  # the timing below compiles, if anything does
+
+    # The step without the profiler first: what the profiled figures are read against (lesson/unprofiled.py).
+    baseline = lesson.time_unprofiled(step, run)
 
     # The profile, as the post writes it: five steps, the last three recorded, no synchronize inside.
     with profile(
@@ -80,7 +83,7 @@ def main(argv=None):
             prof.step()
     lesson.synchronize(run.device)
 
-    lesson.save(prof, run)  # traces/02_linear/<tag>.json, the op table <tag>.txt and a picture of a step <tag>.png
+    lesson.save(prof, run, baseline)  # traces/02_linear/<tag>.json, the op table <tag>.txt and a picture of a step <tag>.png
     lesson.check(expected, run)
     lesson.next_steps(run)
 

@@ -98,7 +98,10 @@ def main(argv=None):
     simple_eager = lesson.trace_of(run, "03_simple_mlp", sizes, compiled=False)
     simple_compiled = lesson.trace_of(run, "03_simple_mlp", sizes, compiled=True)
     expected = expectations(args, run.device.type, simple_eager, simple_compiled)
-    lesson.announce(expected, run)
+    lesson.announce(expected, run, compiled_already=True)  # the timing below compiles, if anything does
+
+    # The step without the profiler first: what the profiled figures are read against (lesson/unprofiled.py).
+    baseline = lesson.time_unprofiled(step, run)
 
     # The profile, as the post writes it: five steps, the last three recorded, no synchronize inside.
     with profile(
@@ -113,7 +116,7 @@ def main(argv=None):
             prof.step()
     lesson.synchronize(run.device)
 
-    lesson.save(prof, run)  # traces/03_kernels_mlp/<tag>.json, the op table <tag>.txt and a picture of a step <tag>.png
+    lesson.save(prof, run, baseline)  # traces/03_kernels_mlp/<tag>.json, the op table <tag>.txt and a picture of a step <tag>.png
     lesson.check(expected, run)
     lesson.next_steps(run, compare_with=[simple_eager, simple_compiled])
     return 0 if outputs_agree else 1  # the trace is written, but a layer that computes something else fails

@@ -92,7 +92,10 @@ def main(argv=None):
 
     # Guess first, then look: what Part 3 says this trace shows.
     expected = expectations(args)
-    lesson.announce(expected, run)
+    lesson.announce(expected, run, compiled_already=True)  # the timing below compiles, if anything does
+
+    # The step without the profiler first: what the profiled figures are read against (lesson/unprofiled.py).
+    baseline = lesson.time_unprofiled(step, run)
 
     # The profile, as the post writes it: five steps, the last three recorded, no synchronize inside.
     with profile(
@@ -107,7 +110,7 @@ def main(argv=None):
             prof.step()
     lesson.synchronize(run.device)
 
-    lesson.save(prof, run)  # traces/04_a_naive_attention/<tag>.json and the op table beside it, <tag>.txt
+    lesson.save(prof, run, baseline)  # traces/04_a_naive_attention/<tag>.json and the op table beside it, <tag>.txt
     lesson.check(expected, run)
     if args.record_shapes:  # with shapes, trace-report can weigh each op's bytes
         lesson.fusion_candidates(run)  # the first rows of its "Where fusion would pay"

@@ -82,6 +82,9 @@ def main(argv=None):
     step()  # the first forward per shape compiles the Triton kernel and times its launch configurations
     lesson.synchronize(run.device)
 
+    # The step without the profiler first: what the profiled figures are read against (lesson/unprofiled.py).
+    baseline = lesson.time_unprofiled(step, run)
+
     # The profile, as the post writes it: five steps, the last three recorded, no synchronize inside.
     with profile(
         activities=run.activities,
@@ -95,7 +98,7 @@ def main(argv=None):
             prof.step()
     lesson.synchronize(run.device)
 
-    lesson.save(prof, run)  # traces/05_fused_mlp/<tag>.json, the op table <tag>.txt and a picture of a step <tag>.png
+    lesson.save(prof, run, baseline)  # traces/05_fused_mlp/<tag>.json, the op table <tag>.txt and a picture of a step <tag>.png
     lesson.check(expected, run)
     lesson.next_steps(run, compare_with=[lesson.trace_of(run, "03_simple_mlp", sizes, compiled=True)])
     return 0 if outputs_agree else 1  # the trace is written, but a module that computes something else fails

@@ -246,6 +246,9 @@ def main(argv=None):
     expected = expectations(args, run.device.type)
     lesson.announce(expected, run, compiled_already=True)
 
+    # The step without the profiler first: what the profiled figures are read against (lesson/unprofiled.py).
+    baseline = lesson.time_unprofiled(step, run)
+
     # The profile, as the posts write it: five steps, the last three recorded, no synchronize inside.
     with profile(
         activities=run.activities,
@@ -259,7 +262,7 @@ def main(argv=None):
             prof.step()
     lesson.synchronize(run.device)
 
-    lesson.save(prof, run)  # traces/06_train_mlp/<tag>.json, the op table <tag>.txt and a picture of a step <tag>.png
+    lesson.save(prof, run, baseline)  # traces/06_train_mlp/<tag>.json, the op table <tag>.txt and a picture of a step <tag>.png
     lesson.check(expected, run)
     # Liger's and the fused module's steps compare with the post's module's, eager and compiled, at the same sizes.
     others = [] if args.variant == "eager" else [

@@ -58,7 +58,6 @@ import torch
 from torch.profiler import profile, record_function, schedule
 
 from profiling_in_pytorch import lesson
-from profiling_in_pytorch.bench.timing import back_to_back
 from profiling_in_pytorch.cli import DTYPE_NAMES, positive_int
 from profiling_in_pytorch.lesson.device import pick_device
 from profiling_in_pytorch.mlp import SimpleGeGLUMLP
@@ -185,12 +184,13 @@ def main(argv=None):
     lesson.announce(expected, run, compiled_already=True)
     step()  # compiles, records graph trees' graph, tunes Triton: none of it in the timing or the profile
     lesson.synchronize(run.device)
-    if run.device.type == "cuda":  # the loop without the profiler: CUDA events around it, the host clock beside
-        with torch.no_grad():
-            timed = back_to_back(model, [x], calls=args.forwards)
-        loop.per_forward_us, loop.cpu_us = timed.per_forward_us, timed.cpu_us
-        lesson.console.print(f"the loop, timed without the profiler: {timed.per_forward_us:,.1f} µs per forward, the "
-                             f"CPU issuing one in {timed.cpu_us:,.1f} µs (medians of {timed.loops} loops)")
+
+    # The loop without the profiler first: what the profiled figures are read against (lesson/unprofiled.py).
+    baseline = lesson.time_unprofiled(step, run)
+    loop.per_forward_us = baseline.wall_us_per_step / args.forwards
+    loop.cpu_us = baseline.cpu_issue_us_per_step / args.forwards
+    lesson.console.print(f"per forward: {loop.per_forward_us:,.1f} µs in the loop, the CPU issuing one in "
+                         f"{loop.cpu_us:,.1f} µs")
 
     # The profile, as the posts write it: five steps, the last three recorded, no synchronize inside.
     with profile(
@@ -205,7 +205,7 @@ def main(argv=None):
             prof.step()
     lesson.synchronize(run.device)
 
-    lesson.save(prof, run)  # traces/07_decode_mlp/<tag>.json and the op table beside it, <tag>.txt
+    lesson.save(prof, run, baseline)  # traces/07_decode_mlp/<tag>.json and the op table beside it, <tag>.txt
     lesson.check(expected, run)
     fwd = [f"{args.forwards}fwd"]
     others = [lesson.trace_of(run, "07_decode_mlp", sizes + fwd, compiled=False)]

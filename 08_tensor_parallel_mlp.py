@@ -143,6 +143,9 @@ def profile_variant(variant, args, ranks):
     step()  # compiled, captured and warm before the profile
     lesson.synchronize(run.device)
 
+    # The step without the profiler first: what the profiled figures are read against (lesson/unprofiled.py).
+    baseline = lesson.time_unprofiled(step, run, barrier=dist.barrier)  # every rank, in step
+
     # The profile, as the post writes it: five steps, the last three recorded, no synchronize inside.
     with profile(
         activities=run.activities,
@@ -156,7 +159,7 @@ def profile_variant(variant, args, ranks):
             prof.step()
     lesson.synchronize(run.device)
 
-    lesson.save(prof, run)  # traces/08_tensor_parallel_mlp/<tag>_rank<r>.json, on every rank
+    lesson.save(prof, run, baseline)  # traces/08_tensor_parallel_mlp/<tag>_rank<r>.json, on every rank
     dist.barrier()  # every rank's trace is written before rank 0 reads them all
     if ranks.leader:
         every_rank = runs.every_rank(run, ranks.rank, ranks.world)

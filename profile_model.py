@@ -155,6 +155,9 @@ def profile_model(args):
         expected = expectations(args)
         lesson.announce(expected, run, compiled_already=True)
 
+        # The step without the profiler first: what the profiled figures are read against (lesson/unprofiled.py).
+        baseline = lesson.time_unprofiled(step, run)
+
         # The profile, as the posts write it: five steps, the last three recorded, no synchronize inside.
         with profile(
             activities=run.activities,
@@ -168,7 +171,7 @@ def profile_model(args):
                 prof.step()
         lesson.synchronize(run.device)
 
-    lesson.save(prof, run)  # traces/profile_model/<tag>.json and the op table beside it, <tag>.txt
+    lesson.save(prof, run, baseline)  # traces/profile_model/<tag>.json and the op table beside it, <tag>.txt
     lesson.check(expected, run)
     if args.record_shapes:  # with shapes, trace-report can weigh each op's bytes
         lesson.fusion_candidates(run)  # the first rows of its "Where fusion would pay"

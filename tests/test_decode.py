@@ -333,7 +333,7 @@ def test_every_variant_of_the_lesson_runs_quietly(variant, tmp_path):
     result = run_script(LESSON, "--variant", variant, "--trace_dir", str(tmp_path), timeout=600)
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
-    assert "the loop, timed without the profiler" in result.stdout and "What we saw" in result.stdout
+    assert "without the profiler: " in result.stdout and "per forward: " in result.stdout and "What we saw" in result.stdout
     trace = read_trace(next((tmp_path / "07_decode_mlp").glob("*.json")))
     if variant in ("reduce-overhead", "graph", "fused-graph"):
         assert len(replays(trace)) == 3 * 16  # one replay per forward, 16 forwards in each of 3 steps

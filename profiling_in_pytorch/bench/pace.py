@@ -11,13 +11,13 @@ from __future__ import annotations
 from profiling_in_pytorch.bench.prose import ABOVE_CEILING, count
 from profiling_in_pytorch.bench.rows import Row
 from profiling_in_pytorch.bench.shapes import Shape
-from profiling_in_pytorch.traces.pace import CLOSE_TO_LINE, STARVED_SHARE
+from profiling_in_pytorch.traces.pace import CLOSE_TO_LINE, paced_by_timing
 
 
 def paced_by(cpu_us: float, gpu_busy_us: float, loop_us: float) -> str:
-    """"CPU" when issuing a forward takes longer than running it, or the GPU idled STARVED_SHARE of the loop."""
-    idle_share = 1.0 - min(1.0, gpu_busy_us / loop_us)
-    return "CPU" if cpu_us > gpu_busy_us or idle_share >= STARVED_SHARE else "GPU"
+    """"CPU" when issuing a forward takes longer than running it, or the GPU idled STARVED_SHARE of the loop
+    (`pace.paced_by_timing`, the rule every unprofiled timing is judged by)."""
+    return "CPU" if paced_by_timing(cpu_us, gpu_busy_us, loop_us) == "overhead-bound" else "GPU"
 
 
 def close_to_line(row: Row) -> str:

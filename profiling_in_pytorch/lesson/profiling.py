@@ -75,8 +75,10 @@ def profile_steps(
 KERNEL_FILE = "kernel_file"  # an Inductor kernel's source, an absolute path in the compile cache
 
 
-def export_trace(prof: profile, path: Path, trace_name: str) -> None:
-    """Write the Chrome trace whole or not at all, with `trace_name` in place of the path Kineto puts there.
+def export_trace(prof: profile, path: Path, trace_name: str, first: dict[str, Any] | None = None) -> None:
+    """Write the Chrome trace whole or not at all, with `trace_name` in place of the path Kineto puts there, and the
+    top-level keys of `first` (the step timed without the profiler: traces/observer.py) before all of Kineto's, where
+    a reader finds them in the file's first bytes without parsing its events.
 
     Kineto stores the absolute export path in `traceName`, and torch 2.11 gives each Inductor kernel's launch its
     source file's absolute path (`kernel_file`, under the compile cache: /tmp/torchinductor_<user>/...); a trace
@@ -92,6 +94,6 @@ def export_trace(prof: profile, path: Path, trace_name: str) -> None:
             args = event.get("args") if isinstance(event, dict) else None
             if isinstance(args, dict) and isinstance(args.get(KERNEL_FILE), str):
                 args[KERNEL_FILE] = Path(args[KERNEL_FILE]).name
-        write_atomically(path, json.dumps(trace))
+        write_atomically(path, json.dumps({**(first or {}), **trace}))
     finally:
         raw.unlink(missing_ok=True)

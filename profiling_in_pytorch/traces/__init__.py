@@ -17,6 +17,9 @@ Each module holds one concern; imports go down this list, never up:
     attribution.py   whose collective: the DDP bucket or FSDP2 unit, the kind asked for, the phase that issued it
     communication.py collectives (NCCL kernels, gloo's ranges), the time nothing overlaps
     graphs.py        CUDA graph replays: one row per cudaGraphLaunch, its kernels, span and gaps
+    observer.py      what the profiler changed: a lesson's unprofiled timing against the trace, both verdicts;
+                     what any trace was recorded with
+    profiler_costs.py  what each recording option costs a step, as measured; a trace's step without them
     pace.py          who sets the pace: `verdict(trace)` -> Verdict (overhead-bound or compute-bound)
     op_bytes.py      what an op reads and writes, from its recorded input shapes and types
     reader.py        `read_trace(path)` -> Trace: ops nested, launches linked to their kernels, steps

@@ -5,12 +5,14 @@ from __future__ import annotations
 from profiling_in_pytorch.traces import fusion
 from profiling_in_pytorch.traces.kernels import decode
 from profiling_in_pytorch.traces.model import WHOLE_TRACE, RuntimeCall, Trace, rounded
-from profiling_in_pytorch.traces.pace import verdict
+from profiling_in_pytorch.traces.pace import Verdict, verdict
 
 
-def trace_to_dict(trace: Trace, *, bandwidth_gbs: float | None = None, second: Trace | None = None) -> dict:
+def trace_to_dict(trace: Trace, *, bandwidth_gbs: float | None = None, second: Trace | None = None,
+                  judged: Verdict | None = None) -> dict:
     """The report as plain data: what `trace-report --json` prints. Under "fusion", where fusion would pay
-    (`fusion.analyze`, at `bandwidth_gbs` if given; with `second`, what that trace did with each candidate)."""
+    (`fusion.analyze`, at `bandwidth_gbs` if given; with `second`, what that trace did with each candidate).
+    `judged`: the trace's verdict, when the caller has it already."""
     steps = []
     for step in trace.steps:
         total = step.gpu_time_us
@@ -87,7 +89,7 @@ def trace_to_dict(trace: Trace, *, bandwidth_gbs: float | None = None, second: T
             ],
         },
         "kernels": kernels,
-        "verdict": verdict(trace).to_dict(),
+        "verdict": (judged or verdict(trace)).to_dict(),
         "fusion": fusion.analyze(trace, bandwidth_gbs, second).to_dict(),
         "notes": trace.notes + ([trace.skipped_note] if trace.skipped_note else []),
         "skipped_events": dict(trace.skipped_events),  # why -> how many events the reader could not use

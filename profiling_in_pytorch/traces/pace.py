@@ -77,6 +77,13 @@ class Verdict:
         }
 
 
+def paced_by_timing(cpu_issue_us: float, gpu_busy_us: float, period_us: float) -> str:
+    """The verdict's rule on figures timed without the profiler, where no GPU lane is read: "overhead-bound" when
+    issuing a step takes the CPU longer than the GPU's work, or the GPU idles STARVED_SHARE of a step's period (steps
+    back to back); else "compute-bound"."""
+    idle_share = 1.0 - min(1.0, gpu_busy_us / period_us) if period_us > 0 else 0.0
+    return "overhead-bound" if cpu_issue_us > gpu_busy_us or idle_share >= STARVED_SHARE else "compute-bound"
+
 
 def verdict(trace: Trace) -> Verdict:
     """Who sets the pace: the CPU issuing work (overhead-bound) or the GPU running it (compute-bound).

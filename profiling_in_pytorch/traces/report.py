@@ -13,8 +13,11 @@ For each active step (`ProfilerStep#N`): the GPU work in time order, each with t
 its duration and share of the step's GPU time; the runtime calls; the CPU ops that launched nothing.
 Then what happened outside the steps (the profiler's closing synchronize), one row per kernel across steps
 (the post's "avg CUDA" table), what each kernel's name says, and a verdict: overhead-bound or compute-bound,
-with the numbers behind it, starting from the two totals under `prof.key_averages().table()`. Last, where fusion
-would pay (traces/fusion.py), in a trace recorded with shapes; with two traces, what the second fused.
+with the numbers behind it, starting from the two totals under `prof.key_averages().table()`, and what the profiler
+changed (traces/observer.py): the step timed without it where the trace holds that timing (the lessons write it),
+else what the trace was recorded with and, for an overhead-bound verdict, whether it would likely survive without the
+profiler. Last, where fusion would pay (traces/fusion.py), in a trace recorded with shapes; with two traces, what the
+second fused.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from profiling_in_pytorch.traces.attribution import print_owners
 from profiling_in_pytorch.traces import fusion, graphs  # fusion candidates (fusion.py), CUDA graph replays (graphs.py)
 from profiling_in_pytorch.traces.kernels import decode
 from profiling_in_pytorch.traces.model import Step, Trace, per_step_count
+from profiling_in_pytorch.traces.observer import observe, print_observed
 from profiling_in_pytorch.traces.pace import Verdict, verdict
 from profiling_in_pytorch.traces.picture import choose_step, gpu_counts, picture_path, step_flag, write_picture
 from profiling_in_pytorch.traces.picture import write_ranks_picture
@@ -183,9 +187,11 @@ def _main(argv: Sequence[str] | None) -> int:
 
 
 def _with_summary(trace: Trace, **fusion_options) -> dict:
-    """`trace_to_dict(trace)`, its collectives, and, under "summary", what the report prints first."""
-    data = _with_communication(trace, **fusion_options)
-    return {**data, "summary": summarize(trace, data["verdict"]["summary"]).to_dict()}
+    """`trace_to_dict(trace)`, its collectives, under "summary" what the report prints first, and under
+    "observer_effect" what the profiler changed (observer.py)."""
+    judged = verdict(trace)
+    data = _with_communication(trace, judged=judged, **fusion_options)
+    return {**data, "summary": summarize(trace, judged).to_dict(), "observer_effect": observe(trace, judged).to_dict()}
 
 
 # --- communication (profiling_in_pytorch/traces/communication.py) ---------------------------------------------
@@ -218,9 +224,10 @@ def _ranks_main(paths: list[str], args) -> int:
     return 0
 
 
-def _with_communication(trace: Trace, found: comm.Communication | None = None, **fusion_options) -> dict:
+def _with_communication(trace: Trace, found: comm.Communication | None = None, judged: Verdict | None = None,
+                        **fusion_options) -> dict:
     """`trace_to_dict(trace)`, the collectives it found (communication.py) and its CUDA graph replays (graphs.py)."""
-    payload = trace_to_dict(trace, **fusion_options)
+    payload = trace_to_dict(trace, judged=judged, **fusion_options)
     found = found if found is not None else comm.communication(trace)
     if found is not None:
         payload["communication"] = found.to_dict()
@@ -267,6 +274,7 @@ def print_report(
     that do not fit that many lines in all are left out, the least telling first (the per-kernel tables, the graph
     replays, the steps one by one), and one line at the end says which and how to see them."""
     judged = verdict(trace)
+    observed = observe(trace, judged)
     summary = summarize(trace, judged)
     collapse = steps == AUTO_STEPS  # asked for steps (--steps) are printed whole; else a repeated step is one line
     if steps == AUTO_STEPS:
@@ -298,6 +306,7 @@ def print_report(
         ("the per-kernel tables", kernels_section, 1),
         ("the collectives", lambda: comm.print_communication(found, console, rows=rows) if found else None, 5),
         ("the verdict's numbers", lambda: print_verdict(trace, console, judged), 7),
+        ("what the profiler changed", lambda: print_observed(observed, console), 8),
         ("where fusion would pay", lambda: print_fusion(fusion_found, console, rows=fusion_rows)
          if fusion_found is not None else None, 6),
     ]

@@ -41,7 +41,7 @@ GPU_SHARE = 0.5  # GPU busy over the loop's time per forward: at least this, the
 class LoopTime:
     """The loop of forwards timed without the profiler, which adds CPU time to every op it records: per forward,
     CUDA events around the loop (the GPU's clock) and the host clock around the same loop (the CPU's issue time).
-    The lesson fills it after announcing its guesses and before profiling; None until then (or on a CPU)."""
+    The lesson fills it after announcing its guesses and before profiling (lesson.time_unprofiled); None until then."""
 
     per_forward_us: float | None = None
     cpu_us: float | None = None

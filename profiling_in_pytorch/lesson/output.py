@@ -1,0 +1,48 @@
+"""What a lesson writes after its profile: the trace (with the step's unprofiled timing in it), the op table and a
+picture beside it; then what the profile shows beyond the guesses (`fusion_candidates`)."""
+
+from __future__ import annotations
+
+from torch.profiler import profile
+
+from profiling_in_pytorch.files import write_atomically
+from profiling_in_pytorch.lesson.commands import shown_path
+from profiling_in_pytorch.lesson.op_table import op_table_text, print_op_table
+from profiling_in_pytorch.lesson.profiling import export_trace
+from profiling_in_pytorch.lesson.runs import Run
+from profiling_in_pytorch.lesson.terminal import console
+from profiling_in_pytorch.traces import fusion, read_trace, verdict
+from profiling_in_pytorch.traces.observer import UNPROFILED_KEY, Unprofiled, observe, print_observed
+from profiling_in_pytorch.traces.picture import write_picture
+
+
+def save(prof: profile, run: Run, unprofiled: Unprofiled | None = None) -> None:
+    """Write the Chrome trace (with `unprofiled`, the step timed without the profiler, in it), torch's op table and a
+    picture of the first recorded step beside it (the posts' Perfetto view, without a browser), then print the table
+    to fit this terminal, and the profiled step against the unprofiled one: what the profiler changed, and whether
+    the verdict holds without it."""
+    first = {UNPROFILED_KEY: unprofiled.to_dict()} if unprofiled is not None else None
+    export_trace(prof, run.trace_path, trace_name=shown_path(run.trace_path), first=first)
+    write_atomically(run.table_path, op_table_text(prof, run.device))
+    trace = read_trace(run.trace_path)
+    write_picture(trace, trace.steps[0], run.picture_path)
+    print_op_table(prof, run.device)
+    console.print(f"\ntrace: [bold]{run.trace_path}[/bold]   op table: {run.table_path}   picture: {run.picture_path}")
+    if unprofiled is not None:
+        console.print()
+        print_observed(observe(trace, verdict(trace)), console)
+
+
+def fusion_candidates(run: Run, rows: int = 3) -> None:
+    """The first rows of trace-report's "Where fusion would pay" for this run's trace (recorded with shapes):
+    memory-bound kernels back to back, what one fused kernel would move and take (profiling_in_pytorch.traces.fusion).
+    """
+    trace = read_trace(run.trace_path)
+    console.print("\n[bold]Where fusion would pay[/bold] (trace-report prints the whole table)")
+    if not trace.has_gpu:
+        console.print("  a CPU trace has no kernels whose round trips through memory one kernel could save: run it on "
+                      "a GPU", soft_wrap=True)
+        return
+    lines = fusion.first_rows(trace, n=rows)
+    for line in lines or ["no memory-bound kernels back to back, nor beside a GEMM that reads their output"]:
+        console.print(f"  {line}", soft_wrap=True, markup=False)

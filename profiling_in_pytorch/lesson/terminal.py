@@ -1,0 +1,7 @@
+"""The console every lesson prints to (one for the whole run: a distributed lesson quiets it on all ranks but one)."""
+
+from __future__ import annotations
+
+from profiling_in_pytorch.console import Console
+
+console = Console(highlight=False)
