@@ -19,6 +19,7 @@ on a CPU at tiny sizes). `profiling_in_pytorch/mlp/fp8_scaling.py` holds the sca
 from __future__ import annotations
 
 import copy
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -120,8 +121,10 @@ def torchao_fp8_mlp(mlp: nn.Module) -> nn.Module:
     """A copy of `mlp` through torchao's inference recipe: dynamic rowwise e4m3 activations, e4m3 weights
     quantized once (Float8DynamicActivationFloat8WeightConfig(granularity=PerRow())). UsageError without torchao."""
     try:
-        from torchao.quantization import Float8DynamicActivationFloat8WeightConfig, quantize_
-        from torchao.quantization.granularity import PerRow
+        with warnings.catch_warnings():  # torchao 0.18's sources compiled on Python 3.12 without bytecode warn of
+            warnings.filterwarnings("ignore", "invalid escape sequence", SyntaxWarning)  # a docstring's escape
+            from torchao.quantization import Float8DynamicActivationFloat8WeightConfig, quantize_
+            from torchao.quantization.granularity import PerRow
     except ImportError as err:
         raise UsageError(TORCHAO_MISSING) from err
     model = copy.deepcopy(mlp).eval()
