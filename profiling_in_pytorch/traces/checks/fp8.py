@@ -7,7 +7,14 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from profiling_in_pytorch.traces.checks.base import Expectation, Outcome, counts_text, needs_gpu, per_step_counts
+from profiling_in_pytorch.traces.checks.base import (
+    Expectation,
+    Outcome,
+    counts_text,
+    math_ops,
+    needs_gpu,
+    per_step_counts,
+)
 from profiling_in_pytorch.traces.kernels import decode
 from profiling_in_pytorch.traces.model import Trace
 
@@ -18,6 +25,7 @@ __all__ = ["fp8_gemms_per_step", "scaling_kernels_per_step"]
 # `..._abs_amax_clamp_..._gelu_mul_...`) is a scaling kernel.
 ACTIVATION = re.compile(r"gelu|BFloat16.*MulFunctor", re.IGNORECASE)
 SCALING = re.compile(r"amax|abs|clamp|div|_to_copy|float8|quant", re.IGNORECASE)
+SCALING_OPS = {"aten::abs", "aten::amax", "aten::div", "aten::clamp", "aten::_to_copy", "aten::max"}  # on a CPU
 
 
 def is_scaling_kernel(work) -> bool:
@@ -59,11 +67,11 @@ def fp8_gemms_per_step(n: int, claim: str = "") -> Expectation:
 def scaling_kernels_per_step(n: int | None, what: str, claim: str = "") -> Expectation:
     """Every step runs `n` kernels that are neither a GEMM nor the GeGLU's own activation or product: the amax
     reductions, divisions and casts of the FP8 recipe, however they are fused (n None: at least one). On a CPU:
-    the aten ops that do that work (abs, amax, div, clamp, casts)."""
+    the aten ops that do that work (abs, amax, div, clamp, casts), or the Inductor C++ kernels that fuse them."""
 
     def check(trace: Trace) -> Outcome:
-        if not trace.has_gpu:
-            per = [[o.name for o in step.ops if re.fullmatch(r"aten::(abs|amax|div|clamp|_to_copy|max)", o.name)]
+        if not trace.has_gpu:  # aten ops eagerly, Inductor's C++ kernels (cpp_fused_...) compiled
+            per = [[o.name for o in math_ops(step.ops, SCALING_OPS) if o.name in SCALING_OPS or SCALING.search(o.name)]
                    for step in trace.steps]
         else:
             per = [[k.short_name for k in step.kernels if is_scaling_kernel(k)] for step in trace.steps]
