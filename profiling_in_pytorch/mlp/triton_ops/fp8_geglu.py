@@ -34,6 +34,7 @@ from profiling_in_pytorch.mlp.triton_ops.geglu import (
     INTERPRETING,
     TensorDescriptor,
     _num_sms,
+    _config,
     _tile_coords,
     _tune,
     gelu_tanh_mul,
@@ -162,30 +163,25 @@ def _fp8_blockscaled_gemm_kernel(
 # --------------------------------------------------------------------------------------------------------------
 # Launch configurations: few candidates, the fastest timed once per shape (as geglu.py's)
 # --------------------------------------------------------------------------------------------------------------
-def _config(bm, bn, bk, stages, warps, group_m=8, flatten=True):
-    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m, "FLATTEN": flatten},
-                         num_stages=stages, num_warps=warps)
-
-
 # Gate/up: the bf16 kernel's 128 x (2 x 128) tile, with BLOCK_K 128 (128 bytes of e4m3, TMA's widest swizzle);
 # a stage is 48 KB as in bf16, so 3-4 fit beside the 16 KB e4m3 staging buffer of the store.
 GEGLU_CONFIGS = [
-    _config(128, GROUP, 128, 3, 8),
-    _config(128, GROUP, 128, 4, 8),  # the fastest on an H100 at the post's shape: 78-79 us in a trace
-    _config(128, GROUP, 128, 4, 8, group_m=16),
-    _config(128, GROUP, 64, 6, 8),
-    _config(128, GROUP, 128, 3, 8, flatten=False),
-    _config(64, GROUP, 128, 4, 4),
+    _config(128, GROUP, 128, 3, 8, FLATTEN=True),
+    _config(128, GROUP, 128, 4, 8, FLATTEN=True),  # of the first four tried, the fastest on an H100 at the post's shape
+    _config(128, GROUP, 128, 4, 8, group_m=16, FLATTEN=True),
+    _config(128, GROUP, 64, 6, 8, FLATTEN=True),
+    _config(128, GROUP, 128, 3, 8, FLATTEN=False),
+    _config(64, GROUP, 128, 4, 4, FLATTEN=True),
 ]
 # Down: BLOCK_K is the group; two [BLOCK_M, BLOCK_N] fp32 tiles live in registers (the K step's partial sums and
 # the total), so 128 x 128 with 8 warps, or 128 x 64 for more tiles when N is narrow (768 columns: 6 tiles).
 DOWN_CONFIGS = [
-    _config(128, 128, GROUP, 4, 8),
-    _config(128, 64, GROUP, 4, 4),
-    _config(128, 128, GROUP, 3, 8, flatten=False),
-    _config(64, 128, GROUP, 4, 4),
+    _config(128, 128, GROUP, 4, 8, FLATTEN=True),
+    _config(128, 64, GROUP, 4, 4, FLATTEN=True),
+    _config(128, 128, GROUP, 3, 8, FLATTEN=False),
+    _config(64, 128, GROUP, 4, 4, FLATTEN=True),
 ]
-_INTERPRETER_CONFIG = _config(16, _INTERPRETER_GROUP, _INTERPRETER_GROUP, 1, 4, group_m=2)
+_INTERPRETER_CONFIG = _config(16, _INTERPRETER_GROUP, _INTERPRETER_GROUP, 1, 4, group_m=2, FLATTEN=True)
 _INTERPRETER_PROGRAMS = 2
 _best_config: dict[tuple, triton.Config] = {}
 
