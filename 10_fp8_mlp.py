@@ -31,9 +31,9 @@ not bf16 (about 6% against bf16's 0.4%), and a tensorwise scale loses the other 
     uv run 10_fp8_mlp.py --variant rowwise               # no FP8 GPU: the same scaling maths on the CPU, in fp32
     TRITON_INTERPRET=1 uv run 10_fp8_mlp.py --dtype bf16 --batch 2 --seq 8 --dim 64 --hidden 256   # our kernels
 
-Inference only (under torch.no_grad()); training stays bf16 (lessons 06). FP8 tensor cores start at sm_89; our
-fused kernels read through TMA, Hopper (sm_90) or newer. Without them (a CPU, an older GPU) the lesson profiles
-the recipe's scaling maths in fp32 with the GEMMs dequantized, which shows the ops the GPU trace holds as kernels.
+Inference only (under torch.no_grad()); training stays bf16 (lesson 06). FP8 tensor cores start at sm_89; our
+fused kernels read through TMA, Hopper (sm_90) or newer. Without them (a CPU, an older GPU) the lesson says so and
+profiles the recipe's scaling maths with its GEMMs in fp32 on the dequantized operands: the same scaling ops.
 """
 
 from profiling_in_pytorch.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
@@ -52,8 +52,10 @@ from profiling_in_pytorch.traces import checks as ex
 LABEL = "fp8_mlp_fwd"
 
 
-def expectations(variant: str, compiled: bool, device_type: str, down: str | None):
+def expectations(variant: str, compiled: bool, device_type: str, down: str | None, emulated: bool = False):
     """What each recipe's trace should hold, per step (measured on an H100, docs/fp8.md)."""
+    if emulated and device_type == "cuda":  # a GPU without FP8: the scaling maths as kernels around bf16/fp32 GEMMs
+        return [ex.profiler_steps(), ex.scaling_kernels_per_step(None, "the recipe's amax, division, clamp and casts")]
     if device_type != "cuda":  # the scaling maths as CPU ops, or our kernels under Triton's interpreter
         if variant == "fused" and down is not None:
             return [ex.profiler_steps(), ex.kernel_matching(r"_quantize_rows_kernel"),
@@ -110,20 +112,18 @@ def main(argv=None):
     why_not = fp8_lesson.unavailable(recipe, run.device)
     if run.device.type == "cuda" and why_not is None and run.dtype != torch.bfloat16:
         raise UsageError("the FP8 recipes take bf16 in and give bf16 out on a GPU: drop --dtype or pass bf16")
-    if why_not and run.device.type == "cuda":
-        raise UsageError(f"{args.variant}: {why_not}")
-    emulated = why_not is not None  # no FP8 here: the recipe's maths in fp32 on the CPU
+    emulated = why_not is not None  # no FP8 here: the recipe's maths with its GEMMs in fp32, on this device
     if emulated and args.variant == "torchao":
         raise UsageError("torchao's float8 layers need a GPU with FP8 tensor cores: --variant rowwise shows the "
-                         "same scaling maths on the CPU")
+                         "same scaling maths without one")
     if not emulated and args.variant == "fused" and run.device.type != "cuda":  # Triton's interpreter
         require_triton_runnable(*sizes, run.device)
         if run.dtype != torch.bfloat16:
             raise UsageError("our FP8 kernels take bf16 under the interpreter too: add --dtype bf16")
     if emulated:
         lesson.console.print(f"[yellow]note:[/yellow] {why_not}: this run profiles the {args.variant} recipe's scaling "
-                             "maths in fp32 (each GEMM on its dequantized operands): the CPU ops are the kernels a GPU "
-                             "trace would hold around its FP8 GEMMs.", soft_wrap=True)
+                             "maths in fp32 (each GEMM on its dequantized operands): its scaling ops are those an FP8 "
+                             "GPU's trace holds around its FP8 GEMMs.", soft_wrap=True)
 
     # The post's module, then the FP8 one built from its weights (quantized once, here), checked against fp32.
     lesson.require_memory(run, 4 * forward_elements(*sizes) * 4, "the modules and the fp32 checks")
@@ -143,7 +143,7 @@ def main(argv=None):
         with torch.no_grad(), record_function(LABEL):
             return model(x)
 
-    expected = expectations(args.variant, args.compile, run.device.type, down)
+    expected = expectations(args.variant, args.compile, run.device.type, down, emulated)
     lesson.announce(expected, run, compiled_already=True)
     step()  # the first forward compiles (Triton's JIT, Inductor) and tunes our kernels' launch configurations
     lesson.synchronize(run.device)

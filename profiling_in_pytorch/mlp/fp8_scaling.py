@@ -130,8 +130,8 @@ def error_on_other_tokens(got: torch.Tensor, want: torch.Tensor, tokens: int = O
 def scaled_matmul(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
                   out_dtype: torch.dtype) -> torch.Tensor:
     """torch._scaled_mm(a, b, scale_a, scale_b) (a [M, K], b [K, N] e4m3; scales 0-d, or [M, 1] and [1, N]) on a
-    GPU; elsewhere the same product in fp32 from the dequantized operands, so that a CPU trace shows the scaling
-    ops around an aten::mm where a GPU trace shows them around the FP8 GEMM."""
-    if a.is_cuda:
+    GPU with FP8 tensor cores; elsewhere the same product in fp32 from the dequantized operands, so that a trace
+    without FP8 shows the scaling ops around an fp32 GEMM where an FP8 GPU's shows them around the FP8 one."""
+    if a.is_cuda and torch.cuda.get_device_capability(a.device) >= (8, 9):  # FP8 tensor cores
         return torch._scaled_mm(a, b, scale_a=scale_a, scale_b=scale_b, out_dtype=out_dtype)
     return ((a.float() * scale_a) @ (b.float() * scale_b)).to(out_dtype)
