@@ -233,7 +233,8 @@ def run(argv: list[str] | None) -> list[Row]:
         if fp8_ceiling:
             settings.ceilings = c = c.with_fp8_burst(fp8_matmul_burst(device, args.warmup_ms, args.rep_ms))
         meta["ceilings"] = asdict(c)
-        fp8_text = f" · e4m3 GEMM {c.fp8_matmul_tflops:,.4g} TFLOP/s" if fp8_ceiling else ""
+        fp8_text = (f" · e4m3 GEMM {c.fp8_matmul_tflops:,.4g} TFLOP/s (the FP8 variants' % matmul and % floor; they are "
+                    f"checked within {FP8_TOLERANCE:g})" if fp8_ceiling else "")
         progress.console.print(
             f"ceilings: {c.matmul_size}³ {dtype_name(dtype)} GEMM {c.matmul_tflops:,.4g} TFLOP/s{fp8_text} (a first "
             f"short burst; one more after each variant, the best counts) · copy {c.copy_gb_per_s:,.0f} GB/s (read + "

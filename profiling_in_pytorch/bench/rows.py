@@ -79,10 +79,9 @@ def add_hardware_shares(rows: list[Row], shapes: list[Shape], ceilings, element_
     for row in rows:
         if row.tflops is None:
             continue
-        fp8_rate = getattr(ceilings, "fp8_matmul_tflops", None)
-        row.matmul_share = row.tflops / (fp8_rate if row.fp8 and fp8_rate else ceilings.matmul_tflops)
+        fp8 = row.fp8 and bool(ceilings.fp8_matmul_tflops)  # an FP8 variant, and the FP8 rate measured
+        row.matmul_share = row.tflops / (ceilings.fp8_matmul_tflops if fp8 else ceilings.matmul_tflops)
         if not train:
             shape = by_name[row.shape]
-            fp8 = row.fp8 and bool(getattr(ceilings, "fp8_matmul_tflops", None))
             min_bytes = shape.min_bytes(element_size, weight_size=1 if fp8 else None)
             row.roofline_share = ceilings.floor_us(shape.flops, min_bytes, fp8=fp8) / row.time_us
