@@ -19,6 +19,16 @@ The variants (all compute the post's `SimpleGeGLUMLP` forward with the same weig
     cuda-graph       the eager module captured in a CUDA graph by hand (torch.cuda.CUDAGraph), replayed per call
     fused-graph      FusedGeGLUMLP captured the same way (07_decode_mlp.py shows both in a trace)
 
+and in FP8 (10_fp8_mlp.py; e4m3 GEMMs, bf16 in and out, checked against fp32 within 0.08, not bf16's bound):
+
+    fp8-rowwise      torch._scaled_mm, x and m scaled per token, weights per channel, the scaling in torch ops
+    fp8-rowwise-compile, fp8-tensorwise-compile   the same under torch.compile (one scale per tensor for the latter)
+    torchao-fp8-compile  torchao's Float8DynamicActivationFloat8WeightConfig (rowwise), compiled, as torchao advises
+    fused-fp8        FusedFP8GeGLUMLP: x's cast, the gate/up GEMM with the GeGLU and m's 1 x 128-block cast in
+                     its epilogue, the down GEMM on those blocks (cuBLAS on Hopper)
+
+FP8 variants' "% matmul" is of an FP8 GEMM's rate (e4m3, 8192³), measured in the same run as the bf16 one.
+
 Once per run, the ceilings: a large GEMM and a large copy, measured in this run, on this machine; the GEMM in short
 bursts, one first and one right after each variant (at the clocks it ran at), the best of them counting. Then for
 each shape and variant, in this order (`measure()` in profiling_in_pytorch/bench/measure.py follows it step by step):
@@ -57,14 +67,14 @@ import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from profiling_in_pytorch.bench import output, prose
-from profiling_in_pytorch.bench.goals import goal_lines
+from profiling_in_pytorch.bench.goals import fp8_goal_lines, goal_lines
 from profiling_in_pytorch.bench.measure import Settings, count_per_forward, measure
 from profiling_in_pytorch.bench.output import console
 from profiling_in_pytorch.bench.pace import pace_story
 from profiling_in_pytorch.bench.rows import Row, add_hardware_shares, add_speedups
 from profiling_in_pytorch.bench.shapes import Shape, parse_shapes
 from profiling_in_pytorch.bench.table import shape_table, train_table
-from profiling_in_pytorch.bench.timing import matmul_burst, measure_ceilings
+from profiling_in_pytorch.bench.timing import fp8_matmul_burst, matmul_burst, measure_ceilings
 from profiling_in_pytorch.bench.training import measure_training, warm_autograd
 from profiling_in_pytorch.bench.variants import (
     CAPTURED_INFERENCE_ONLY,
@@ -74,14 +84,17 @@ from profiling_in_pytorch.bench.variants import (
     build_cuda_graphed,
     build_fused,
     build_fused_captured,
+    build_fp8,
     build_liger,
     needs_cuda,
     needs_cuda_in_half,
+    needs_fp8,
     parse_variants,
 )
 from profiling_in_pytorch.cli import DTYPE_NAMES, ArgumentParser, positive_int
 from profiling_in_pytorch.files import writable_dir, writable_file
 from profiling_in_pytorch.lesson.device import describe_device, dtype_name, pick_device, pick_dtype, require_fit
+from profiling_in_pytorch.lesson.fp8 import FP8_TOLERANCE
 from profiling_in_pytorch.mlp import SimpleGeGLUMLP
 from profiling_in_pytorch.mlp.accuracy import TOLERANCES, fp32_reference
 from profiling_in_pytorch.mlp.simple import forward_elements
@@ -123,6 +136,20 @@ VARIANTS: dict[str, Variant] = {
                            per_call="a copy into the graph's input, then one CUDA graph launch for every kernel",
                            inference_only=CAPTURED_INFERENCE_ONLY),
 }
+FP8_ONLY_FORWARD = "forward only (FP8 training is a later rung)"
+_FP8 = {"tolerance": FP8_TOLERANCE, "fp8": True, "inference_only": FP8_ONLY_FORWARD}
+VARIANTS.update({
+    "fp8-rowwise": Variant("fp8-rowwise", build=build_fp8("rowwise"), unavailable=needs_fp8(),
+                           per_call="an nn.Module call and an ATen dispatch per op", **_FP8),
+    "fp8-rowwise-compile": Variant("fp8-rowwise-compile", build=build_fp8("rowwise", compiled=True), compiles=True,
+                                   unavailable=needs_fp8(), per_call=COMPILED_CALL, **_FP8),
+    "fp8-tensorwise-compile": Variant("fp8-tensorwise-compile", build=build_fp8("tensorwise", compiled=True),
+                                      compiles=True, unavailable=needs_fp8(), per_call=COMPILED_CALL, **_FP8),
+    "torchao-fp8-compile": Variant("torchao-fp8-compile", build=build_fp8("torchao", compiled=True), compiles=True,
+                                   unavailable=needs_fp8(), per_call=COMPILED_CALL, **_FP8),
+    "fused-fp8": Variant("fused-fp8", build=build_fp8("fused"), unavailable=needs_fp8(fused=True),
+                         per_call="Triton's launcher twice and a torch._scaled_mm", **_FP8),
+})
 
 
 def build_parser() -> ArgumentParser:
@@ -201,10 +228,17 @@ def run(argv: list[str] | None) -> list[Row]:
             warm_autograd(device)  # torch's imports on the first backward are not the first variant's cost
         # The ceilings, in this run: what fraction of the hardware a variant reaches is a fraction of these.
         settings.ceilings = c = measure_ceilings(device, dtype, args.warmup_ms, args.rep_ms)
+        # The FP8 ceiling too, where FP8 variants will run: their share of the GEMM rate is of that one.
+        fp8_ceiling = not train and any(VARIANTS[n].fp8 and not VARIANTS[n].unavailable(device, dtype) for n in names)
+        if fp8_ceiling:
+            settings.ceilings = c = c.with_fp8_burst(fp8_matmul_burst(device, args.warmup_ms, args.rep_ms))
         meta["ceilings"] = asdict(c)
+        fp8_text = (f" · e4m3 GEMM {c.fp8_matmul_tflops:,.4g} TFLOP/s (the FP8 variants' % matmul and % floor; they are "
+                    f"checked within {FP8_TOLERANCE:g})" if fp8_ceiling else "")
         progress.console.print(
-            f"ceilings: {c.matmul_size}³ {dtype_name(dtype)} GEMM {c.matmul_tflops:,.3g} TFLOP/s (a first short "
-            f"burst; one more after each variant, the best counts) · copy {c.copy_gb_per_s:,.0f} GB/s (read + write)"
+            f"ceilings: {c.matmul_size}³ {dtype_name(dtype)} GEMM {c.matmul_tflops:,.4g} TFLOP/s{fp8_text} (a first "
+            f"short burst; one more after each variant, the best counts) · copy {c.copy_gb_per_s:,.0f} GB/s (read + "
+            "write)"
         )
         progress.advance(task)
         for shape in shapes:
@@ -229,6 +263,9 @@ def run(argv: list[str] | None) -> list[Row]:
                     status(f"{shape.name} · {name}: the GEMM ceiling again")
                     burst = matmul_burst(device, dtype, args.warmup_ms, args.rep_ms)
                     settings.ceilings = settings.ceilings.with_matmul_burst(burst)
+                    if VARIANTS[name].fp8 and on_gpu:  # and the FP8 GEMM, after an FP8 variant
+                        fp8_burst = fp8_matmul_burst(device, args.warmup_ms, args.rep_ms)
+                        settings.ceilings = settings.ceilings.with_fp8_burst(fp8_burst)
                 progress.advance(task)
             add_speedups(shape_rows)
             rows += shape_rows
@@ -254,6 +291,9 @@ def run(argv: list[str] | None) -> list[Row]:
     c = settings.ceilings
     console.print(f"GEMM ceiling: {c.matmul_tflops:,.4g} TFLOP/s, the best of {len(c.matmul_bursts)} short bursts "
                   f"({min(c.matmul_bursts):,.4g} to {max(c.matmul_bursts):,.4g})")
+    if c.fp8_bursts:
+        console.print(f"FP8 GEMM ceiling (e4m3): {c.fp8_matmul_tflops:,.4g} TFLOP/s, the best of {len(c.fp8_bursts)} "
+                      f"short bursts ({min(c.fp8_bursts):,.4g} to {max(c.fp8_bursts):,.4g})")
 
     # The table per shape, what went wrong under it, then who sets the pace.
     for shape in shapes:
@@ -275,6 +315,8 @@ def run(argv: list[str] | None) -> list[Row]:
             for line in pace_story(shape, [r for r in rows if r.shape == shape.name], per_call):
                 console.print(line, soft_wrap=True)
         for line in goal_lines(rows, meta["device"], dtype_name(dtype)):  # the captured variants' decode goals
+            console.print(line, soft_wrap=True)
+        for line in fp8_goal_lines(rows, meta["device"]):  # the fused FP8 module's goals (lesson 10)
             console.print(line, soft_wrap=True)
 
     # The plot: speedup against eager, by shape and variant.

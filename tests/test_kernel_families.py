@@ -448,6 +448,22 @@ CUBLAS = [
          {"tile": "64x64", "k-block": "64 x 16 stages", "cluster": "2x1", "epilogue": "bias in the epilogue",
           "layout": "TNT"}, short="nvjet_tst_64x64_64x16_2x1_2cta_v_bz_bias_TNT", ops=("mm", "add")),
     # this suite's H200 traces: `h` is 16-bit inputs (tensor cores), coopA a cooperative schedule
+    # this suite's H100 FP8 traces (torch 2.11, CUDA 13.0; docs/fp8.md): torch._scaled_mm's e4m3 GEMMs, one scale
+    # per tensor (no token), rowwise (ovscale), 1 x 128 blocks on both operands, 128 x 128 weight tiles
+    case("nvjet_sm90_qqtst_128x160_128x5_2x1_v_bz_coopA_algo2_TNT", "cuBLAS (nvjet)", GEMM, True,
+         {"inputs": "fp8 e4m3 (A and B)", "scales": "one per tensor (tensorwise)", "tile": "128x160"},
+         math="tensor cores"),
+    case("nvjet_sm90_qqtst_128x128_128x6_1x1_h_bz_coopA_algo2_ovscale_TNT", "cuBLAS (nvjet)", GEMM, True,
+         {"inputs": "fp8 e4m3 (A and B)", "scales": "rowwise (one per row of A, one per column of B)"}),
+    case("nvjet_sm90_qqtst_128x128_128x6_1x2_h_bz_coopA_algo2_Avec128_Bvec128_TNT", "cuBLAS (nvjet)", GEMM, True,
+         {"scales": "both operands per 1 x 128 block (blockwise)"}),
+    case("nvjet_sm90_qqtst_128x128_128x6_1x2_h_bz_coopA_algo2_Ablk128_Bvec128_TNN", "cuBLAS (nvjet)", GEMM, True,
+         {"scales": "cuBLAS's A per 128 x 128 block, cuBLAS's B per 1 x 128 block", "layout": "TNN"}),
+    # torch._scaled_mm(e5m2, e4m3) and (e4m3, e5m2) on the same H100: `r` is e5m2, B's letter first
+    case("nvjet_sm90_qrtst_24x64_128x16_4x2_h_bz_algo2_TNN", "cuBLAS (nvjet)", GEMM, True,
+         {"inputs": "fp8 e5m2 (A), e4m3 (B)"}),
+    case("nvjet_sm90_rqtst_64x24_128x16_2x4_h_bz_algo2_TNT", "cuBLAS (nvjet)", GEMM, True,
+         {"inputs": "fp8 e4m3 (A), e5m2 (B)"}),
     case("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT", "cuBLAS (nvjet)", GEMM, True,
          {"arch": "sm90 (Hopper)", "tile": "256x128", "k-block": "64 x 4 stages", "cluster": "1x2",
           "inputs": "16-bit (fp16/bf16)", "schedule": "cooperative (coopA)", "layout": "TNT"}, math="tensor cores"),
@@ -625,6 +641,14 @@ TRITON = [
          {"op": "geglu_tanh", "pass": "forward"}),
     case("_geglu_gemm_tma_kernel", "profiling_in_pytorch (Triton)", GEMM, True, {"pass": "forward"},
          ops=("mm", "gelu", "mul")),
+    # this suite's FP8 kernels (H100 traces of 10_fp8_mlp.py), and Inductor's kernel that prepares a _scaled_mm's input
+    case("_fp8_geglu_gemm_kernel", "profiling_in_pytorch (Triton)", GEMM, True,
+         {"dtype": "fp8 e4m3", "scales": "x per token, W per channel; m out per 1 x 128 block"}),
+    case("_fp8_blockscaled_gemm_kernel", "profiling_in_pytorch (Triton)", GEMM, True, {"dtype": "fp8 e4m3"}),
+    case("_quantize_rows_kernel", "profiling_in_pytorch (Triton)", None, False, {"scales": "rowwise (one per token)"}),
+    case("triton_red_fused__scaled_mm__to_copy_abs_amax_clamp_clamp_min_div_gelu_mul_split_1", "Inductor (Triton)",
+         None, False, ops=("_scaled_mm", "_to_copy", "abs", "amax", "clamp", "clamp_min", "div", "gelu", "mul",
+                           "split")),
 ]
 
 

@@ -63,3 +63,41 @@ def goal_lines(rows: list[Row], device: str, dtype: str) -> list[str]:
             text += f"; the CPU set the pace: {row.cpu_us:,.1f} µs to issue a forward"
         lines.append(f"  {'[green]✓[/green]' if met else '[red]✗[/red]'} {text}")
     return lines
+
+
+# The FP8 rung's goals (issue #32, lesson 10), on an H100 or H200 in bf16 in and out: against the fused bf16
+# module and the best other FP8 variant measured in the same run, GPU time per forward (L2 flushed).
+FP8_GOALS = (  # shape, the least speedup over fused (bf16), and over the best other FP8 variant (None: no goal)
+    ("post", 1.35, 1.2),
+    ("7B layer", 1.5, None),
+)
+
+
+def fp8_goal_lines(rows: list[Row], device: str) -> list[str]:
+    """fused-fp8 against fused and the other FP8 variants of the same run, per goal shape; nothing when the run
+    did not time fused-fp8."""
+    lines = []
+    for shape, over_bf16, over_fp8 in FP8_GOALS:
+        at_shape = {r.variant: r for r in rows if r.shape == shape and r.status == "ok" and r.time_us}
+        ours = at_shape.get("fused-fp8")
+        if ours is None:
+            continue
+        if not lines:
+            lines.append(f"\n[bold]FP8 goals[/bold], GPU time per forward ({escape(device)})")
+        parts, met = [f"fused-fp8 {ours.time_us:,.1f} µs"], True
+        bf16 = at_shape.get("fused")
+        if bf16 is not None:
+            ratio = bf16.time_us / ours.time_us
+            met &= ratio >= over_bf16
+            parts.append(f"{ratio:.2f}× fused bf16 ({bf16.time_us:,.1f} µs; goal ≥ {over_bf16:g}×)")
+        others = [r for r in at_shape.values() if r.fp8 and r.variant != "fused-fp8"]
+        if over_fp8 is not None and others:
+            best = min(others, key=lambda r: r.time_us)
+            ratio = best.time_us / ours.time_us
+            met &= ratio >= over_fp8
+            parts.append(f"{ratio:.2f}× the best other FP8, {best.variant} ({best.time_us:,.1f} µs; goal ≥ {over_fp8:g}×)")
+        if bf16 is None:
+            met = False
+            parts.append("fused (bf16) not timed: add it to --variants")
+        lines.append(f"  {'[green]✓[/green]' if met else '[red]✗[/red]'} {shape}: " + ", ".join(parts))
+    return lines

@@ -64,7 +64,7 @@ def measure(
     status: Callable[[str], object],
 ) -> Row:
     """One variant built from `mlp`, checked on `x` against `want` (fp32), then timed; `status` shows each step."""
-    row = Row(shape.name, shape.batch, shape.seq, shape.dim, shape.hidden, variant.name)
+    row = Row(shape.name, shape.batch, shape.seq, shape.dim, shape.hidden, variant.name, fp8=variant.fp8)
     device, on_gpu = settings.device, settings.device.type == "cuda"
     why_not = variant.unavailable(device, settings.dtype)
     if why_not:
@@ -102,7 +102,7 @@ def measure(
             # 3. Correct first: on inputs it has not seen, and from the path we time (a graph replay, if any).
             status(f"{shape.name} · {variant.name}: checking against fp32")
             got = forward(x).clone()  # clone: a CUDA graph's output is overwritten by its next replay
-            accuracy = check_output(got, want, settings.dtype)
+            accuracy = check_output(got, want, settings.dtype, variant.tolerance)
             row.rel_error, row.tolerance = accuracy.error, accuracy.tolerance
             del got
             if not accuracy.ok:

@@ -34,7 +34,8 @@ class Row:
     speedup: float | None = None  # eager's time_us / this one's
     # Against the hardware: the ceilings measured in the same run (above 1 when a ceiling was measured low).
     tflops: float | None = None
-    matmul_share: float | None = None  # tflops / the measured GEMM rate
+    matmul_share: float | None = None  # tflops / the measured GEMM rate (an FP8 variant's: the FP8 GEMM's)
+    fp8: bool = False  # its GEMMs run in FP8
     roofline_share: float | None = None  # the shape's floor (compute or memory) / time_us; forward only
     # Back to back, as a decode loop issues forwards (GPU only).
     loop_us: float | None = None  # per forward, the median of `loops` loops run for about half a second
@@ -78,7 +79,9 @@ def add_hardware_shares(rows: list[Row], shapes: list[Shape], ceilings, element_
     for row in rows:
         if row.tflops is None:
             continue
-        row.matmul_share = row.tflops / ceilings.matmul_tflops
+        fp8 = row.fp8 and bool(ceilings.fp8_matmul_tflops)  # an FP8 variant, and the FP8 rate measured
+        row.matmul_share = row.tflops / (ceilings.fp8_matmul_tflops if fp8 else ceilings.matmul_tflops)
         if not train:
             shape = by_name[row.shape]
-            row.roofline_share = ceilings.floor_us(shape.flops, shape.min_bytes(element_size)) / row.time_us
+            min_bytes = shape.min_bytes(element_size, weight_size=1 if fp8 else None)
+            row.roofline_share = ceilings.floor_us(shape.flops, min_bytes, fp8=fp8) / row.time_us

@@ -36,9 +36,11 @@ class Shape:
         gradient, and eight [tokens, hidden] tensors (g, u, h, m kept for the backward, and as many gradients)."""
         return 2 * 3 * self.dim * self.hidden + self.tokens * (4 * self.dim + 8 * self.hidden)
 
-    def min_bytes(self, element_size: int) -> int:
-        """The least traffic any implementation needs: the three weights and x read once, the output written once."""
-        return (3 * self.dim * self.hidden + 2 * self.tokens * self.dim) * element_size
+    def min_bytes(self, element_size: int, weight_size: int | None = None) -> int:
+        """The least traffic any implementation needs: the three weights and x read once, the output written once
+        (weights of `weight_size` bytes each when they are stored narrower, as FP8's are)."""
+        weights = 3 * self.dim * self.hidden * (element_size if weight_size is None else weight_size)
+        return weights + 2 * self.tokens * self.dim * element_size
 
     @property
     def spec(self) -> str:

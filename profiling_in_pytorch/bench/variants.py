@@ -29,6 +29,8 @@ class Variant:
     compiles: bool = False  # through torch.compile: start from a clean Dynamo cache
     per_call: str = ""  # what runs on the CPU at every call, besides launching kernels
     inference_only: str | None = None  # why it is not measured in training mode (--train), when it is not
+    tolerance: float | None = None  # its own bound against fp32 (FP8), instead of the dtype's
+    fp8: bool = False  # its GEMMs run in FP8: its share of the GEMM rate is of the FP8 ceiling
 
 
 def needs_cuda(why: str):
@@ -156,6 +158,35 @@ def build_fused(mlp: torch.nn.Module) -> Forward:
     from profiling_in_pytorch.mlp.fused import FusedGeGLUMLP
 
     return FusedGeGLUMLP.from_module(mlp)
+
+
+def build_fp8(recipe: str, compiled: bool = False) -> Callable[[torch.nn.Module], Forward]:
+    """An FP8 recipe of lesson 10 (profiling_in_pytorch/lesson/fp8.py's RECIPES) from the eager module's weights,
+    torch.compile'd (default mode) when `compiled`."""
+
+    def build(mlp: torch.nn.Module) -> Forward:
+        from profiling_in_pytorch.lesson.fp8 import build as build_recipe
+
+        module = build_recipe(recipe, mlp)
+        if not compiled:
+            return module
+        quiet_compiler(mlp.gate_proj.weight.device)
+        return torch.compile(module, dynamic=False)
+
+    return build
+
+
+def needs_fp8(fused: bool = False):
+    """FP8 tensor cores (sm_89+), bf16 in and out; our fused kernels also Hopper's TMA."""
+
+    def unavailable(device: torch.device, dtype: torch.dtype) -> str | None:
+        from profiling_in_pytorch.mlp.fp8 import fp8_unavailable
+
+        if device.type != "cuda":
+            return "needs CUDA (FP8 GEMMs)"
+        return fp8_unavailable(device, fused=fused) or (None if dtype == torch.bfloat16 else "runs in bf16 only")
+
+    return unavailable
 
 
 def parse_variants(text: str, variants: dict[str, Variant]) -> list[str]:

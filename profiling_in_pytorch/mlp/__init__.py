@@ -1,7 +1,8 @@
 """The MLPs the lessons profile and the benchmark times, and their kernels.
 
 `simple` is the post's `SimpleGeGLUMLP` (the eager baseline), `fused` our `FusedGeGLUMLP` (gate/up GEMM with the
-GeGLU in its epilogue), `liger` finds Liger's `LigerGEGLUMLP` (the Hub, a local kernel repository, or the
+GeGLU in its epilogue), `fp8` the FP8 recipes of lesson 10 and our `FusedFP8GeGLUMLP` (`fp8_scaling`: their maths in
+plain torch), `liger` finds Liger's `LigerGEGLUMLP` (the Hub, a local kernel repository, or the
 liger-kernel package), and `triton_ops` holds the Triton kernels apart from the modules that call them. This
 package may import torch, triton and `profiling_in_pytorch.errors`; nothing that profiles, reports or times.
 """

@@ -23,19 +23,22 @@ The checks live by concern, and this package re-exports each module's `__all__`:
                  attention_occupancy.py (a kernel's footprint and occupancy). A lesson imports those it checks,
                  `from …checks import attention as ac, attention_naive as na`: none is re-exported here (their
                  names are attention's: operations, role, backend_of, ...)
+    fp8.py       FP8 forwards (lesson 10): FP8 GEMMs and their scale modes, the scaling and cast kernels around them
     graphs.py    a decode loop's forwards, eager or replayed from CUDA graphs (lesson 07): `… import graphs as gx`
 
 A new check goes into the module of its concern, in its `__all__`; a new concern is a new module, imported below.
 """
 
-from profiling_in_pytorch.traces.checks import base, communication, data_parallel, dispatch, kernels, regime, training
+from profiling_in_pytorch.traces.checks import base, communication, data_parallel, dispatch, fp8, kernels, regime
+from profiling_in_pytorch.traces.checks import training
 from profiling_in_pytorch.traces.checks.base import *  # noqa: F403
 from profiling_in_pytorch.traces.checks.communication import *  # noqa: F403
 from profiling_in_pytorch.traces.checks.data_parallel import *  # noqa: F403
 from profiling_in_pytorch.traces.checks.dispatch import *  # noqa: F403
+from profiling_in_pytorch.traces.checks.fp8 import *  # noqa: F403
 from profiling_in_pytorch.traces.checks.kernels import *  # noqa: F403
 from profiling_in_pytorch.traces.checks.regime import *  # noqa: F403
 from profiling_in_pytorch.traces.checks.training import *  # noqa: F403
 
 __all__ = (base.__all__ + regime.__all__ + dispatch.__all__ + kernels.__all__ + training.__all__ + communication.__all__
-           + data_parallel.__all__)
+           + data_parallel.__all__ + fp8.__all__)

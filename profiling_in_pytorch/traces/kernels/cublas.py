@@ -9,6 +9,13 @@ nvjet names are not documented by NVIDIA. We decode only the fields we can check
 the output tile and the k-block x stages (their shared-memory footprint matches the kernel's `shared memory`:
 (256 + 128) x 64 x 2 bytes x 4 stages = 196,608 of 213,188 bytes), the cluster shape, `_bias_` (the bias add
 runs in the epilogue, as `aten::addmm` asks) and the three layout letters. Other fields are shown raw.
+
+FP8 GEMMs (torch._scaled_mm, torchao's float8 linears) are nvjet kernels too; measured on an H100 (torch 2.11, CUDA
+13.0, docs/fp8.md), the name's type letters start with one per fp8 operand, `q` for e4m3 and `r` for e5m2, B's
+first (cuBLAS's column-major view: torch's second matrix): `nvjet_sm90_qqtst_...` against `tst` for bf16, and
+torch._scaled_mm(e5m2, e4m3) runs `qrtst`. The scale mode is a token: none for one scale per tensor, `ovscale` (outer-vector scales) for torch's rowwise scaling,
+`Avec128_Bvec128` for 1 x 128 blocks on both operands, `Ablk128_Bvec128` for 128 x 128 blocks on cuBLAS's A (torch's
+second matrix, the weight) and 1 x 128 on B (the activation).
 """
 
 from __future__ import annotations
@@ -35,7 +42,12 @@ def decode_nvjet(name: str, core: str) -> KernelName | None:
         details.append(("k-block", f"{k} x {stages} stages"))
     if len(tiles) >= 3:
         details.append(("cluster", tiles[2]))
-    if "h" in tokens:
+    fp8 = re.match(r"([qr])([qr])", tokens[0]) if tokens else None
+    if fp8:
+        b, a = (FP8_LETTERS[letter] for letter in fp8.groups())
+        details.append(("inputs", f"fp8 {a} (A and B)" if a == b else f"fp8 {a} (A), {b} (B)"))
+        details.append(("scales", fp8_scale_mode(tokens)))
+    elif "h" in tokens:
         details.append(("inputs", DTYPES["h"]))
     if "bias" in tokens:
         details.append(("epilogue", "bias in the epilogue"))
@@ -46,6 +58,23 @@ def decode_nvjet(name: str, core: str) -> KernelName | None:
     if layout:
         details.append(("layout", layout))
     return KernelName(name, core, "cuBLAS (nvjet)", True, ("mm",) if "bias" not in tokens else ("mm", "add"), tuple(details))
+
+
+FP8_LETTERS = {"q": "e4m3", "r": "e5m2"}  # nvjet's type letters for fp8 operands, measured (module docstring)
+
+
+def fp8_scale_mode(tokens: list[str]) -> str:
+    """How an FP8 nvjet kernel applies its scales, from its name's tokens (see the module docstring)."""
+    if "ovscale" in tokens:
+        return "rowwise (one per row of A, one per column of B)"
+    blocks = [re.fullmatch(r"([AB])(vec|blk)(\d+)", t) for t in tokens]
+    blocks = [m for m in blocks if m]
+    shapes = [f"1 x {m.group(3)}" if m.group(2) == "vec" else f"{m.group(3)} x {m.group(3)}" for m in blocks]
+    if len(blocks) == 2 and shapes[0] == shapes[1]:
+        return f"both operands per {shapes[0]} block (blockwise)"
+    if blocks:  # cuBLAS's A and B are torch's second and first matrix (the module docstring)
+        return ", ".join(f"cuBLAS's {m.group(1)} per {shape} block" for m, shape in zip(blocks, shapes))
+    return "one per tensor (tensorwise)"
 
 
 def decode_cublas_arch_named(name: str, core: str) -> KernelName | None:

@@ -13,7 +13,7 @@ from functools import lru_cache
 from profiling_in_pytorch.traces.kernels import amd, aten, attention, collectives, cublas, cudnn, cutlass, libraries
 from profiling_in_pytorch.traces.kernels import triton, trtllm
 from profiling_in_pytorch.traces.kernels.demangle import demangle
-from profiling_in_pytorch.traces.kernels.name import (DTYPES, SHORT_LIMIT, KernelName, drop_return_type, is_gemm, shorten,
+from profiling_in_pytorch.traces.kernels.name import (SHORT_LIMIT, KernelName, drop_return_type, is_gemm, shorten,
                                                       strip_wrapper)
 
 # Most specific first: a family whose names could also match a broader pattern (cuDNN's `sm80_xmma_fprop_...` before
@@ -37,6 +37,7 @@ DECODERS = (
     amd.decode_tensile,
     amd.decode_amd_library,
     triton.decode_fused_geglu,
+    triton.decode_fp8_mlp,
     triton.decode_liger,
     aten.decode_aten,
     libraries.decode_library,
@@ -84,14 +85,14 @@ def short_name(name: str) -> str:
 
 def math_unit(name: str) -> str:
     """"tensor cores", "CUDA cores", or "" when a GEMM's name does not say: `s16816`, `tensorop`, `wgmma` and
-    nvjet's 16-bit `_h_` mean tensor cores; `ffma`, `sgemm` and `simt` mean fp32 on the CUDA cores; on AMD, MFMA
+    nvjet's 16-bit `_h_` and FP8 `qq` inputs mean tensor cores; `ffma`, `sgemm` and `simt` mean fp32 on the CUDA cores; on AMD, MFMA
     instructions run on its matrix cores ("matrix cores")."""
     decoded = decode(name)
     unit = dict(decoded.details).get("math", "")
     if unit:
         return "tensor cores" if unit.startswith("tensor") else "matrix cores" if unit.startswith("matrix") else (
             "CUDA cores")
-    if decoded.family == "cuBLAS (nvjet)" and dict(decoded.details).get("inputs") == DTYPES["h"]:
+    if decoded.family == "cuBLAS (nvjet)" and dict(decoded.details).get("inputs", "").startswith(("16-bit", "fp8")):
         return "tensor cores"
     if re.search(r"(^|_)[shi]\d{4,}gemm", name):
         return "tensor cores"

@@ -10,6 +10,7 @@ MULTI_WORD_OPS = {
     "_unsafe_view",
     "_unsafe_index",
     "_to_copy",
+    "_scaled_mm",  # Inductor names the FP8 GEMM whose inputs a fused cast kernel prepares
     "_softmax",
     "prepare_softmax_online",
     "_safe_softmax",

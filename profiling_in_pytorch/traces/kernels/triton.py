@@ -3,6 +3,7 @@
     triton_poi_fused__unsafe_view_gelu_mul_0            Inductor: a pointwise Triton kernel fusing 3 ops
     _geglu_tanh_forward_kernel                          Liger-Kernel: a plain Python function's name
     _geglu_gemm_kernel                                  this suite's fused GeGLU GEMM (profiling_in_pytorch/mlp)
+    _fp8_geglu_gemm_kernel                              and its FP8 kernels (profiling_in_pytorch/mlp/triton_ops/fp8_geglu.py)
 """
 
 from __future__ import annotations
@@ -79,6 +80,27 @@ def decode_fused_geglu(name: str, core: str) -> KernelName | None:
     if m.group(2):
         details.append(("loads", "TMA, persistent grid (Hopper and newer)"))
     return KernelName(name, core, "profiling_in_pytorch (Triton)", True, ops, tuple(details))
+
+
+# This suite's FP8 MLP (profiling_in_pytorch/mlp/triton_ops/fp8_geglu.py): per kernel, whether it multiplies, what it
+# does, its scale mode and the ops eager FP8 code does for the same work.
+FP8_KERNELS = {
+    "_quantize_rows_kernel": (False, "x to fp8 e4m3: amax per row, then scale and cast", "rowwise (one per token)",
+                              ("abs", "amax", "div", "clamp", "_to_copy")),
+    "_fp8_geglu_gemm_kernel": (True, "x @ [gate|up].T in fp8 e4m3, then gelu_tanh(gate) * up, then m to e4m3 with "
+                               "an amax per row of the tile", "x per token, W per channel; m out per 1 x 128 block",
+                               ("_scaled_mm", "gelu", "mul", "abs", "amax", "div", "_to_copy")),
+    "_fp8_blockscaled_gemm_kernel": (True, "A @ B.T in fp8 e4m3, each K block's partial sums by its own scale",
+                                     "A per 1 x 128 block, B per channel", ("_scaled_mm",)),
+}
+
+
+def decode_fp8_mlp(name: str, core: str) -> KernelName | None:
+    if core not in FP8_KERNELS:
+        return None
+    gemm, does, scales, ops = FP8_KERNELS[core]
+    details = (("dtype", "fp8 e4m3"), ("does", does), ("scales", scales))
+    return KernelName(name, core, "profiling_in_pytorch (Triton)", gemm, ops, details)
 
 
 def decode_liger(name: str, core: str) -> KernelName | None:
