@@ -203,6 +203,9 @@ def profile_strategy(strategy, args, ranks):
     expected = expectations(strategy, args, model)
     lesson.announce(expected, run, compiled_already=True)
 
+    # The step without the profiler first: what the profiled figures are read against (lesson/unprofiled.py).
+    baseline = lesson.time_unprofiled(step, run, barrier=dist.barrier)  # every rank, in step
+
     # The profile, as the post writes it: five steps, the last three recorded, no synchronize inside.
     with profile(
         activities=run.activities,
@@ -216,7 +219,7 @@ def profile_strategy(strategy, args, ranks):
             prof.step()
     lesson.synchronize(run.device)
 
-    lesson.save(prof, run)  # traces/09_data_parallel_mlp/<tag>_rank<r>.json, on every rank
+    lesson.save(prof, run, baseline)  # traces/09_data_parallel_mlp/<tag>_rank<r>.json, on every rank
     dist.barrier()  # every rank's trace is written before rank 0 reads them all
     if ranks.leader:
         every_rank = runs.every_rank(run, ranks.rank, ranks.world)

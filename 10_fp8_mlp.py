@@ -148,6 +148,9 @@ def main(argv=None):
     step()  # the first forward compiles (Triton's JIT, Inductor) and tunes our kernels' launch configurations
     lesson.synchronize(run.device)
 
+    # The step without the profiler first: what the profiled figures are read against (lesson/unprofiled.py).
+    baseline = lesson.time_unprofiled(step, run)
+
     # The profile, as the post writes it: five steps, the last three recorded, no synchronize inside.
     with profile(
         activities=run.activities,
@@ -161,7 +164,7 @@ def main(argv=None):
             prof.step()
     lesson.synchronize(run.device)
 
-    lesson.save(prof, run)  # traces/10_fp8_mlp/<variant>_<sizes>_<mode>.json, its op table and a picture of a step
+    lesson.save(prof, run, baseline)  # traces/10_fp8_mlp/<variant>_<sizes>_<mode>.json, its op table and a picture of a step
     lesson.check(expected, run)
     lesson.next_steps(run, compare_with=[lesson.trace_of(run, "05_fused_mlp", sizes, compiled=False)])
     return 0 if accurate else 1  # the trace is written, but a recipe outside its bound fails the run
