@@ -53,8 +53,10 @@ def test_both_strategies_run_on_two_cpu_processes_quietly(cpu_run):
     assert result.returncode == 0, result.stderr[-3000:]
     assert stderr_lines(result) == []
     assert result.stdout.count("09_data_parallel_mlp · dp_fwd") == 2  # rank 0 speaks, once per strategy
+    assert result.stdout.count("without the profiler: ") == 2  # timed on every rank, in step; rank 0 says it
     for strategy in ("ddp", "fsdp"):
         assert all(path.is_file() for path in rank_files(folder, strategy))
+        assert all('"unprofiled"' in path.read_text()[:4096] for path in rank_files(folder, strategy))
 
 
 def test_the_guesses_about_buckets_and_units_hold(cpu_run):

@@ -278,7 +278,8 @@ def test_lesson_profiles_the_fused_recipes_maths_on_a_cpu(tmp_path):
     assert stderr_lines(result) == []
     assert "profiles the fused recipe's scaling maths in fp32" in result.stdout
     assert "✗" not in result.stdout.split("What we saw")[1]  # x's and m's amax, and the scaling ops, found
-    assert (tmp_path / "10_fp8_mlp" / "fused_2_8_64_256_eager_fp32_cpu.json").is_file()
+    assert "without the profiler: " in result.stdout
+    assert '"unprofiled"' in (tmp_path / "10_fp8_mlp" / "fused_2_8_64_256_eager_fp32_cpu.json").read_text()[:4096]
 
 
 def test_lesson_says_in_one_line_what_torchao_needs(tmp_path):
