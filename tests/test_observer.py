@@ -12,7 +12,7 @@ import pytest
 from conftest import FIXTURES, requires_cuda, run_script, stderr_lines
 from graph_traces import TraceWriter
 
-from profiling_in_pytorch.traces.observer import UNPROFILED_KEY, observe, recording_options
+from profiling_in_pytorch.traces.observer import UNPROFILED_KEY, Unprofiled, observe, recording_options
 from profiling_in_pytorch.traces.pace import verdict
 from profiling_in_pytorch.traces.profiler_costs import MEASURED, estimate
 from profiling_in_pytorch.traces.reader import read_trace
@@ -211,3 +211,13 @@ def test_on_a_gpu_the_lesson_times_gpu_and_cpu_apart_and_judges_both(tmp_path):
     assert figures["timing_s"] <= 1.0  # the goal at the post's sizes
     section = " ".join(result.stdout.split("What the profiler changed", 1)[1].split())
     assert "the GPU works" in section and ("both read" in section or "the profiler flips the verdict" in section)
+
+
+def test_a_step_that_filled_the_launch_queue_keeps_that_said_in_its_trace():
+    # llama-1b's forward on an H100: more launches than the queue holds; its issue time is the step's return to an
+    # idle GPU, no later than the GPU's time, so the figures read GPU-bound (held, they read 34.5 ms to issue).
+    figures = Unprofiled("cuda", 20, 13_167.0, 12_400.0, 13_081.0, 0.6, launch_queue_full=True)
+    back = Unprofiled.from_dict(json.loads(json.dumps(figures.to_dict())))
+    assert back == figures and back.kind == "compute-bound"
+    older = {key: value for key, value in figures.to_dict().items() if key != "launch_queue_full"}
+    assert Unprofiled.from_dict(older).launch_queue_full is False

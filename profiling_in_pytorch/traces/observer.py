@@ -51,6 +51,7 @@ class Unprofiled:
     cpu_issue_us_per_step: float
     gpu_us_per_step: float | None
     timing_s: float  # how long the timing took
+    launch_queue_full: bool = False  # the issue time is the step's return to an idle GPU (lesson/unprofiled.py)
 
     @property
     def kind(self) -> str | None:
@@ -73,6 +74,7 @@ class Unprofiled:
             "cpu_issue_us_per_step": round(self.cpu_issue_us_per_step, 3),
             "gpu_us_per_step": None if self.gpu_us_per_step is None else round(self.gpu_us_per_step, 3),
             "timing_s": round(self.timing_s, 3),
+            **({"launch_queue_full": True} if self.launch_queue_full else {}),
         }
 
     @classmethod
@@ -85,7 +87,8 @@ class Unprofiled:
             return None
         repeats, took = data.get("repeats"), data.get("timing_s")
         return cls(str(data.get("device", "")), repeats if type(repeats) is int else 0, float(wall), float(issue),
-                   None if gpu is None else float(gpu), float(took) if _positive(took) else 0.0)
+                   None if gpu is None else float(gpu), float(took) if _positive(took) else 0.0,
+                   data.get("launch_queue_full") is True)
 
 
 @dataclass(frozen=True)
