@@ -167,9 +167,9 @@ def test_an_untimed_overhead_bound_trace_gets_the_measured_option_costs(tmp_path
     assert "recorded with record_shapes (the trace's metadata)" in out
     assert "the verdict likely does not survive without the profiler" in out
     # Options no step was measured with alone: the rows with fewer of them, said to be a lower bound.
-    lower = estimate(frozenset({"record_shapes", "profile_memory"}), 100.0, 36.0, 0.6)
+    lower = estimate(frozenset({"record_shapes", "with_stack", "profile_memory"}), 100.0, 36.0, 0.6)
     assert not lower.exact and "a lower bound" in lower.sentences()[0]
-    assert {r.options for r in lower.rows} == {frozenset({"record_shapes"})}
+    assert {r.options for r in lower.rows} == {frozenset({"record_shapes", "with_stack"})}
 
 
 # --- the benchmark of the options' costs ---------------------------------------------------------------------------

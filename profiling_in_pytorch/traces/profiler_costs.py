@@ -53,6 +53,20 @@ MEASURED = (
     Measured("llama-1b preset forward, 1 token, eager", "H100, torch 2.11", frozenset({"record_shapes"}), 12.3, 19.6),
     Measured("the post's MLP decoding, 8 tokens a forward, eager (lesson 07)", "H200, torch 2.11", frozenset(),
              0.123, 0.234),
+    # One run of benchmark_profiler_options.py (docs/observer-effect.md); a second run the same day gave the
+    # profiled steps 1.5-2.2x instead of 1.7-3.2x: the profiler's cost on a many-op step varies run to run.
+    Measured("llama-1b preset forward, batch 4 × 256, eager", "H100, torch 2.11, benchmark_profiler_options.py",
+             frozenset(), 11.81, 35.02, 11.97),
+    Measured("llama-1b preset forward, batch 4 × 256, eager", "H100, torch 2.11, benchmark_profiler_options.py",
+             frozenset({"record_shapes"}), 11.81, 30.00, 11.97),
+    Measured("llama-1b preset forward, batch 4 × 256, eager", "H100, torch 2.11, benchmark_profiler_options.py",
+             frozenset({"with_stack"}), 11.81, 36.63, 11.97),
+    Measured("llama-1b preset forward, batch 4 × 256, eager", "H100, torch 2.11, benchmark_profiler_options.py",
+             frozenset({"profile_memory"}), 11.81, 19.51, 11.97),
+    Measured("llama-1b preset forward, batch 4 × 256, eager", "H100, torch 2.11, benchmark_profiler_options.py",
+             frozenset({"with_modules"}), 11.81, 20.56, 11.97),
+    Measured("llama-1b preset forward, batch 4 × 256, eager", "H100, torch 2.11, benchmark_profiler_options.py",
+             frozenset({"record_shapes", "with_stack", "profile_memory", "with_modules"}), 11.81, 37.53, 11.97),
 )
 
 
