@@ -9,6 +9,7 @@ and captures are said as such: a replay's kernels cost no launch each, a capture
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from profiling_in_pytorch.traces.kernels import COMMUNICATION, kind_of_kernel
@@ -245,10 +246,9 @@ def _capture_calls(trace: Trace, lane: list) -> str:
     the capture's begin and end: then a capture shows as launch calls that queued no GPU work, most of them, beside
     the capture-status queries (`cudaStreamGetCaptureInfo`) that PyTorch and vLLM make while capturing."""
     calls = [c for s in trace.steps for c in s.runtime] + list(trace.runtime_outside_steps)
-    found: dict[str, int] = {}
-    for call in calls:
-        if any(word in call.name for word in ("BeginCapture", "EndCapture", "GraphInstantiate", "GetCaptureInfo")):
-            found[call.name] = found.get(call.name, 0) + 1
+    names = Counter(c.name for c in calls)  # a few dozen names for tens of thousands of calls: words looked up once
+    found = {name: count for name, count in names.items()
+             if any(word in name for word in ("BeginCapture", "EndCapture", "GraphInstantiate", "GetCaptureInfo"))}
     if not found:
         return ""
     if not any(word in name for name in found for word in ("BeginCapture", "EndCapture", "GraphInstantiate")):

@@ -23,6 +23,7 @@ second fused.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import os
@@ -154,6 +155,9 @@ def _main(argv: Sequence[str] | None) -> int:
     # --- end communication ---
     first = read_trace(args.trace)
     second = read_trace(args.other) if args.other else None
+    # The traces' objects live as long as this process: kept out of the cyclic GC's later passes, which would walk
+    # them all again while the analyses allocate (0.1-0.25 s of CPU on a 54 MB trace of 216k events, 2 cores).
+    gc.freeze()
     for trace in (first, second):
         if trace is not None and trace.skipped_note:
             note(f"{trace.path}: {trace.skipped_note}")
