@@ -138,7 +138,12 @@ def build_parser() -> ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return exits_cleanly(_main)(argv)
+    frozen_before = gc.get_freeze_count()
+    try:
+        return exits_cleanly(_main)(argv)
+    finally:
+        if not frozen_before:  # called in a longer process (a test, a notebook): its objects go back to the GC
+            gc.unfreeze()
 
 
 def _main(argv: Sequence[str] | None) -> int:
