@@ -12,7 +12,8 @@ import pytest
 from conftest import FIXTURES, requires_cuda, run_script, stderr_lines
 from graph_traces import TraceWriter
 
-from profiling_in_pytorch.traces.observer import UNPROFILED_KEY, Unprofiled, observe, recording_options
+from profiling_in_pytorch.traces.observer import UNPROFILED_KEY, ObserverEffect, Profiled, Unprofiled, observe
+from profiling_in_pytorch.traces.observer import recording_options
 from profiling_in_pytorch.traces.pace import verdict
 from profiling_in_pytorch.traces.profiler_costs import MEASURED, estimate
 from profiling_in_pytorch.traces.reader import read_trace
@@ -221,3 +222,12 @@ def test_a_step_that_filled_the_launch_queue_keeps_that_said_in_its_trace():
     assert back == figures and back.kind == "compute-bound"
     older = {key: value for key, value in figures.to_dict().items() if key != "launch_queue_full"}
     assert Unprofiled.from_dict(older).launch_queue_full is False
+
+
+def test_one_cpu_step_timed_slower_than_the_profiled_ones_is_not_called_noise():
+    # Lesson 03 on 2 cores: one step of seconds timed (680 ms, its second call), the profiled steps 568 ms.
+    once = Unprofiled("cpu", 1, 680_400.0, 680_400.0, None, 1.4)
+    profiled = Profiled(567_770.0, 567_770.0, None, "no GPU data", None)
+    assert "one step of seconds, timed on its second call, is no median" in ObserverEffect(once, profiled).cause()
+    several = Unprofiled("cpu", 3, 680_400.0, 680_400.0, None, 1.4)
+    assert "needs more repeats" in ObserverEffect(several, profiled).cause()

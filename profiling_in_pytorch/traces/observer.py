@@ -135,6 +135,9 @@ class ObserverEffect:
         step_gap = p.step_us - u.wall_us_per_step
         if abs(self.gap) < SMALL_GAP:
             return "the profiler changed the step little"
+        if step_gap < 0 and u.repeats == 1:  # a step of seconds on a CPU (lesson/unprofiled.py)
+            return ("the profiled steps ran faster than the one timed: one step of seconds, timed on its second call, "
+                    "is no median, and later calls can run faster (the profiled ones are its 3rd to 5th)")
         if step_gap < 0:
             return "the profiled steps ran faster than the timed ones: a machine this noisy needs more repeats"
         if u.gpu_us_per_step is None or p.gpu_us_per_step is None:
