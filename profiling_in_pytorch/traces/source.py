@@ -1,4 +1,4 @@
-"""The trace file as a stream of events: gzip or not, `traceEvents` parsed one event at a time.
+"""The trace file as a stream of events: gzip or not, `traceEvents` handed on one event at a time.
 
 Traces can be hundreds of MB. We read the text in 1 MiB chunks, so memory grows with the events the reader keeps,
 not with the size of the JSON text. Each chunk's whole events are parsed by one `json.loads` (`_whole_events`): the
