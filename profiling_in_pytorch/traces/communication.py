@@ -26,12 +26,9 @@ collective's start on each rank can be compared.
 from __future__ import annotations
 
 import bisect
-import gzip
-import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Iterable
 
 from rich.markup import escape
@@ -299,28 +296,7 @@ def _nccl_fields(kernel: NcclKernel) -> dict:
     return {"op": kernel.op, "dtype": kernel.dtype, "algorithm": kernel.algorithm, "protocol": kernel.protocol}
 
 
-# --- a rank's trace: the metadata Kineto writes before its events ------------------------------------------
-
-META_CHARS = 4 << 20  # the metadata Kineto writes before traceEvents fits in far less
-
-
-def trace_metadata(path: str | Path) -> dict:
-    """The small top-level fields Kineto writes before `traceEvents` (distributedInfo, host_name, ...); {} if the
-    file does not start that way. The events themselves are read by reader.read_trace."""
-    try:
-        opener = gzip.open if _is_gzip(path) else open
-        with opener(path, "rt", encoding="utf-8-sig") as f:
-            head = f.read(META_CHARS)
-    except (OSError, EOFError, UnicodeDecodeError):
-        return {}
-    cut = head.find('"traceEvents"')
-    if cut < 0:
-        return {}
-    try:
-        meta = json.loads(head[:cut].rstrip().rstrip(",") + "}")
-    except ValueError:
-        return {}
-    return meta if isinstance(meta, dict) else {}
+# --- a rank's trace: the metadata Kineto writes beside its events (Trace.meta) ----------------------------------
 
 
 def distributed_info(meta: dict) -> dict:
@@ -328,14 +304,6 @@ def distributed_info(meta: dict) -> dict:
     where it wrote none."""
     info = meta.get("distributedInfo")
     return info if isinstance(info, dict) else {}
-
-
-def _is_gzip(path: str | Path) -> bool:
-    try:
-        with open(path, "rb") as f:
-            return f.read(2) == b"\x1f\x8b"
-    except OSError:
-        return False
 
 
 # --- printing (trace-report) -----------------------------------------------------------------------------------

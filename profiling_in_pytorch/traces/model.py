@@ -313,6 +313,9 @@ class Trace:
     # MODULES_FROM_STACKS (Python frames, in CpuOp.modules and RuntimeCall.modules), or None. Ranges win when a
     # trace has both: they hold the backward too.
     module_source: str | None = None
+    # The file's other top-level keys, wherever they stand around traceEvents: deviceProperties, distributedInfo
+    # (a rank's place in its run), the profiler's options, the lessons' unprofiled timing, ...
+    meta: dict = field(default_factory=dict)
 
     @property
     def name(self) -> str:

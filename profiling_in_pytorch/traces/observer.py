@@ -31,7 +31,6 @@ from dataclasses import dataclass
 
 
 from profiling_in_pytorch.console import Console
-from profiling_in_pytorch.traces.communication import trace_metadata
 from profiling_in_pytorch.traces.model import MODULES_FROM_STACKS, Trace
 from profiling_in_pytorch.traces.pace import Verdict, _us, paced_by_timing
 from profiling_in_pytorch.traces.profiler_costs import OPTIONS, Estimate, estimate
@@ -214,9 +213,9 @@ class Observed:
 
 
 def observe(trace: Trace, v: Verdict, meta: dict | None = None) -> Observed:
-    """The profiler's part in `trace` judged by `v`; `meta`: the trace's top-level keys (read from its file when not
+    """The profiler's part in `trace` judged by `v`; `meta`: the trace's top-level keys (the reader's when not
     given)."""
-    meta = trace_metadata(trace.path) if meta is None else meta
+    meta = trace.meta if meta is None else meta
     options = recording_options(trace, meta)
     unprofiled = Unprofiled.from_dict(meta.get(UNPROFILED_KEY))
     if unprofiled is not None:

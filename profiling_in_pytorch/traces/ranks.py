@@ -27,7 +27,7 @@ from rich.table import Table
 from profiling_in_pytorch.console import Console, clipped
 from profiling_in_pytorch.errors import UsageError
 from profiling_in_pytorch.traces.attribution import rank_owner_rows
-from profiling_in_pytorch.traces.communication import Communication, communication, distributed_info, trace_metadata
+from profiling_in_pytorch.traces.communication import Communication, communication, distributed_info
 from profiling_in_pytorch.traces.kernels.collectives import decode_nccl
 from profiling_in_pytorch.traces.model import Trace, per_step_count
 from profiling_in_pytorch.traces.reader import read_trace
@@ -118,11 +118,11 @@ def read_ranks(paths: Sequence[str | Path], *, parallel: bool | None = None,
 
 def _read_rank(job: tuple[int, str | Path, bool]) -> RankTrace:
     i, path, keep = job
-    meta = trace_metadata(path)
+    trace = read_trace(path)
+    meta = trace.meta
     info = distributed_info(meta)
     named = RANK_NAME.match(Path(path).name)
     rank = info.get("rank") if isinstance(info.get("rank"), int) else int(named["rank"]) if named else i
-    trace = read_trace(path)
     host = meta.get("host_name") if isinstance(meta.get("host_name"), str) else None
     comm = communication(trace)
     figures = RankFigures.of(trace, comm, rank)

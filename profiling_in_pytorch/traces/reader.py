@@ -319,6 +319,7 @@ class _Collector:
             skipped_events=self.skipped,
             device_properties=device_properties,
             module_source=module_source,
+            meta=meta,
         )
 
 

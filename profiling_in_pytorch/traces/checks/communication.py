@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from profiling_in_pytorch.traces.communication import CPP_KERNEL, CPU_COMPUTE_OPS, Communication, communication
-from profiling_in_pytorch.traces.communication import distributed_info, trace_metadata
+from profiling_in_pytorch.traces.communication import distributed_info
 from profiling_in_pytorch.traces.checks.base import Expectation, Outcome
 from profiling_in_pytorch.traces.model import Trace, per_step_count
 from profiling_in_pytorch.traces.reader import read_trace
@@ -58,7 +58,7 @@ def _read(trace: Trace) -> Communication | Outcome:
 
 def _world_size(trace: Trace) -> int | None:
     """The world size the profiler wrote into the trace (distributedInfo), None where it wrote none."""
-    size = distributed_info(trace_metadata(trace.path)).get("world_size")
+    size = distributed_info(trace.meta).get("world_size")
     return size if isinstance(size, int) else None
 
 
