@@ -10,12 +10,13 @@ to e4m3 does not carry a rounded-up mantissa into the exponent: the kernels roun
 
 from __future__ import annotations
 
+import importlib
 import json
 from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import interpreter_results_of, run_script, stderr_lines
+from conftest import FIXTURES, interpreter_results_of, run_script, stderr_lines
 
 from profiling_in_pytorch.mlp import SimpleGeGLUMLP
 from profiling_in_pytorch.mlp.accuracy import relative_error
@@ -288,3 +289,35 @@ def test_lesson_says_in_one_line_what_torchao_needs(tmp_path):
     assert result.returncode == 2 and len(stderr_lines(result)) == 1, result.stderr
     assert "--variant rowwise" in result.stderr
     assert not (tmp_path / "10_fp8_mlp").exists() or not any((tmp_path / "10_fp8_mlp").iterdir())
+
+
+# --- the lesson's checks on a real H100 trace (regenerate with `python3 10_fp8_mlp.py` on an H100) ---------
+
+H100_FUSED = FIXTURES / "h100" / "traces" / "10_fp8_mlp" / "fused_64_128_768_3072_eager.json.gz"
+
+
+def test_the_h100_trace_of_the_fused_recipe_shows_what_the_lesson_announces():
+    from profiling_in_pytorch.traces import read_trace
+
+    lesson_10 = importlib.import_module("10_fp8_mlp")
+    trace = read_trace(H100_FUSED)
+    expected = lesson_10.expectations("fused", False, "cuda", "cublas-tiles")
+    seen = {e.title: e.check(trace) for e in expected}
+    assert all(o.ok for o in seen.values()), {t: (o.evidence, o.reason) for t, o in seen.items() if not o.ok}
+    # and what would be wrong: the Triton down GEMM announced, cuBLAS's found
+    wrong = lesson_10.expectations("fused", False, "cuda", "triton")
+    assert any(e.check(trace).ok is False for e in wrong if "down GEMM" in e.title)
+
+
+def test_rounding_budget_splits_the_emulated_error_by_tensor():
+    from profiling_in_pytorch.mlp.fp8_scaling import emulated_fp8_mlp, rounding_budget
+
+    mlp, weights = _mlp_and_weights()
+    x = torch.randn(2, 64, weights[0].shape[1], generator=torch.Generator().manual_seed(3))
+    budget = rounding_budget(x, *weights)
+    singles = [budget[k] for k in ("x", "W_gate, W_up", "m", "W_down")]
+    assert all(0.005 < e < budget["all four"] for e in singles), budget
+    # independent roundings add in quadrature: the four alone explain the whole within a fifth
+    assert abs(sum(e * e for e in singles) ** 0.5 / budget["all four"] - 1) < 0.2, budget
+    assert budget["all four"] == pytest.approx(relative_error(emulated_fp8_mlp(x, *weights).float(),
+                                                              mlp.float()(x)), rel=1e-3)

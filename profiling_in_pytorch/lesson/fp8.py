@@ -14,7 +14,14 @@ from profiling_in_pytorch.errors import UsageError
 from profiling_in_pytorch.lesson import console, dtype_name
 from profiling_in_pytorch.mlp.accuracy import fp32_reference, relative_error
 from profiling_in_pytorch.mlp.fp8 import FusedFP8GeGLUMLP, ScaledMMGeGLUMLP, fp8_unavailable, torchao_fp8_mlp
-from profiling_in_pytorch.mlp.fp8_scaling import OUTLIER_SIZE, OUTLIER_TOKENS, error_on_other_tokens, with_outliers
+from profiling_in_pytorch.mlp.fp8_scaling import (
+    BUDGET_TOKENS,
+    OUTLIER_SIZE,
+    OUTLIER_TOKENS,
+    error_on_other_tokens,
+    rounding_budget,
+    with_outliers,
+)
 
 # Relative error against fp32 that an FP8 forward should stay under. Not bf16's 1.6e-2: e4m3 keeps 3 mantissa bits,
 # so each rounding is off by up to 1/16 (about 3.6% RMS over a row), and a forward rounds four tensors in a chain
@@ -97,7 +104,20 @@ def check_accuracy(profiled: str, module: torch.nn.Module, reference: torch.nn.M
             if name == profiled:
                 profiled_ok = ok_normal and (ok_outliers or recipe.outliers_break_it)
     console.print(table)
+    print_rounding_budget(x, reference)
     return profiled_ok
+
+
+def print_rounding_budget(x: torch.Tensor, reference: torch.nn.Module) -> None:
+    """Which tensor's rounding to e4m3 costs what (`rounding_budget`): the floor under every FP8 recipe above."""
+    with torch.no_grad():
+        budget = rounding_budget(x, reference.gate_proj.weight, reference.up_proj.weight, reference.down_proj.weight)
+    parts = " · ".join(f"{name} {error:.3f}" for name, error in budget.items())
+    console.print(f"Where the error comes from (the forward in fp32, tensors rounded to e4m3 as the fused recipe "
+                  f"rounds them, {min(BUDGET_TOKENS, x.numel() // x.shape[-1]):,} tokens): {parts}. Rounding is "
+                  "the floor, not the kernels: the gate/up GEMM's two operands alone cost "
+                  f"{budget['x and W_gate, W_up']:.3f}; finer scales do not help, since e4m3 keeps 3 mantissa bits "
+                  "whatever the scale.", soft_wrap=False)
 
 
 def bytes_per_forward(tokens: int, dim: int, hidden: int) -> dict[str, int]:

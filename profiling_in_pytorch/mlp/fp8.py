@@ -209,6 +209,11 @@ def _fastest_down(module: "FusedFP8GeGLUMLP", x2d: torch.Tensor) -> str:
     return min(times, key=times.get)
 
 
+def _bucket(tokens: int) -> int:
+    """Token counts tuned alike: the next power of two, up to 8192."""
+    return min(1 << max(tokens - 1, 0).bit_length(), 8192)
+
+
 class FusedFP8GeGLUMLP(nn.Module):
     """Our FP8 forward (module docstring): weights quantized when the module is built (gate and up per output
     channel, their rows interleaved as `FusedGeGLUMLP`'s are; down per channel and in 128 x 128 tiles), inference
@@ -248,12 +253,16 @@ class FusedFP8GeGLUMLP(nn.Module):
     def _down_for(self, x2d: torch.Tensor) -> str:
         if self.down is not None:
             return self.down
-        bucket = min(1 << max(x2d.shape[0] - 1, 0).bit_length(), 8192)
+        bucket = _bucket(x2d.shape[0])
         if torch.compiler.is_compiling():  # no timing on a traced graph's fake tensors: an eager call tunes it
             return self._down_by_bucket.get(bucket, "cublas")
         if bucket not in self._down_by_bucket:
             self._down_by_bucket[bucket] = _fastest_down(self, x2d)
         return self._down_by_bucket[bucket]
+
+    def down_for(self, tokens: int) -> str | None:
+        """The down GEMM (one of DOWN_GEMMS) a forward of `tokens` tokens runs, or None before its first call."""
+        return self.down or self._down_by_bucket.get(_bucket(tokens))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dtype not in (torch.bfloat16, torch.float16):

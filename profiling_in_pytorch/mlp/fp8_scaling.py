@@ -106,6 +106,34 @@ def emulated_fp8_mlp(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, 
     return emulated_forward(x, *(dequantized_rowwise(w) for w in (w_gate, w_up, w_down)), block=block)
 
 
+BUDGET_TOKENS = 1024  # enough rows for the error's statistics, few enough for a CPU
+
+
+def rounding_budget(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor,
+                    block: int = BLOCK) -> dict[str, float]:
+    """Where the fused recipe's error comes from: its forward in fp32 with one tensor at a time rounded to e4m3 as
+    the module rounds it (x per token, each weight per channel, m per 1 x `block`), then x with both gate/up
+    weights (the gate/up GEMM's two operands), then all four; each as relative error against the exact forward, on
+    the first BUDGET_TOKENS tokens. Rounding to 3 mantissa bits is what is measured: no kernel is involved."""
+    x2d = x.reshape(-1, x.shape[-1])[:BUDGET_TOKENS].float()
+    exact = [w.float() for w in (w_gate, w_up, w_down)]
+    rounded = [dequantized_rowwise(w) for w in exact]
+
+    def forward(round_x: bool, round_gate_up: bool, round_m: bool, round_down: bool) -> torch.Tensor:
+        xs = (lambda q, s: q.float() * s)(*quantize_rowwise(x2d)) if round_x else x2d
+        g, u = rounded[:2] if round_gate_up else exact[:2]
+        m = gelu_tanh_mul(xs @ g.T, xs @ u.T)
+        if round_m:
+            m = dequantize_blockwise(*quantize_blockwise(m, block), block)
+        return m @ (rounded[2] if round_down else exact[2]).T
+
+    want = forward(False, False, False, False)
+    cases = {"x": (1, 0, 0, 0), "W_gate, W_up": (0, 1, 0, 0), "m": (0, 0, 1, 0), "W_down": (0, 0, 0, 1),
+             "x and W_gate, W_up": (1, 1, 0, 0), "all four": (1, 1, 1, 1)}
+    return {name: ((forward(*map(bool, c)) - want).norm() / want.norm().clamp_min(1e-30)).item()
+            for name, c in cases.items()}
+
+
 OUTLIER_TOKENS = 4  # tokens made large by `with_outliers`: the first rows of the flattened input
 OUTLIER_SIZE = 100.0  # how much larger: LLMs' "massive activations" (attention-sink tokens) are 100-1000x the rest
 

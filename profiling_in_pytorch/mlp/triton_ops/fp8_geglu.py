@@ -66,24 +66,39 @@ def e4m3_rounded(v, INTERPRETED: tl.constexpr):
 
 @triton.jit
 def _quantize_rows_kernel(x_ptr, q_ptr, s_ptr, M, K, stride_xm, stride_qm,
-                          BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, INTERPRETED: tl.constexpr):
-    """Each program: BLOCK_M rows of x, read twice (amax, then scale and cast; the second read hits L2)."""
+                          BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, INTERPRETED: tl.constexpr,
+                          PDL: tl.constexpr = False):
+    """Each program: BLOCK_M rows of x. A row that fits one block (K <= BLOCK_K) is read once and kept in
+    registers; a longer one is read twice (amax, then scale and cast; the second read hits L2)."""
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     mask_m = offs_m < M
-    amax = tl.zeros((BLOCK_M,), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        offs_k = k0 + tl.arange(0, BLOCK_K)
+    if K <= BLOCK_K:
+        offs_k = tl.arange(0, BLOCK_K)
         mask = mask_m[:, None] & (offs_k[None, :] < K)
         x = tl.load(x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :], mask=mask, other=0.0).to(tl.float32)
-        amax = tl.maximum(amax, tl.max(tl.abs(x), axis=1))
-    scale = tl.maximum(amax, MIN_AMAX) / E4M3_MAX
-    tl.store(s_ptr + offs_m, scale, mask=mask_m)
-    for k0 in range(0, K, BLOCK_K):
-        offs_k = k0 + tl.arange(0, BLOCK_K)
-        mask = mask_m[:, None] & (offs_k[None, :] < K)
-        x = tl.load(x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :], mask=mask, other=0.0).to(tl.float32)
-        q = tl.clamp(x / scale[:, None], -E4M3_MAX, E4M3_MAX)
+        amax = tl.maximum(tl.max(tl.abs(x), axis=1), MIN_AMAX)
+        tl.store(s_ptr + offs_m, amax / E4M3_MAX, mask=mask_m)
+        inverse = E4M3_MAX / amax
+        q = tl.clamp(x * inverse[:, None], -E4M3_MAX, E4M3_MAX)
         tl.store(q_ptr + offs_m[:, None] * stride_qm + offs_k[None, :], e4m3_rounded(q, INTERPRETED).to(q_ptr.dtype.element_ty), mask=mask)
+    else:
+        amax = tl.zeros((BLOCK_M,), dtype=tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            offs_k = k0 + tl.arange(0, BLOCK_K)
+            mask = mask_m[:, None] & (offs_k[None, :] < K)
+            x = tl.load(x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :], mask=mask, other=0.0).to(tl.float32)
+            amax = tl.maximum(amax, tl.max(tl.abs(x), axis=1))
+        amax = tl.maximum(amax, MIN_AMAX)
+        tl.store(s_ptr + offs_m, amax / E4M3_MAX, mask=mask_m)
+        inverse = E4M3_MAX / amax
+        for k0 in range(0, K, BLOCK_K):
+            offs_k = k0 + tl.arange(0, BLOCK_K)
+            mask = mask_m[:, None] & (offs_k[None, :] < K)
+            x = tl.load(x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :], mask=mask, other=0.0).to(tl.float32)
+            q = tl.clamp(x * inverse[:, None], -E4M3_MAX, E4M3_MAX)
+            tl.store(q_ptr + offs_m[:, None] * stride_qm + offs_k[None, :], e4m3_rounded(q, INTERPRETED).to(q_ptr.dtype.element_ty), mask=mask)
+    if PDL:  # the gate/up GEMM, launched as this kernel's dependent, may start once every program is here
+        tl.extra.cuda.gdc_launch_dependents()
 
 
 @triton.jit
@@ -92,8 +107,10 @@ def _fp8_geglu_gemm_kernel(
     sx_ptr, sw_ptr, sm_ptr,  # scales: x [M], weights [2N] (interleaved as the rows), m [cdiv(N, BLOCK_N), M]
     M, N, K,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    FLATTEN: tl.constexpr, FAST_TANH: tl.constexpr, INTERPRETED: tl.constexpr,
+    FLATTEN: tl.constexpr, FAST_TANH: tl.constexpr, INTERPRETED: tl.constexpr, PDL: tl.constexpr = False,
 ):
+    if PDL:  # launched before the quantizer ended: its prologue ran beside it, xq is read only after this
+        tl.extra.cuda.gdc_wait()
     start_pid = tl.program_id(axis=0)
     num_programs = tl.num_programs(axis=0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -120,8 +137,12 @@ def _fp8_geglu_gemm_kernel(
         h = gelu_tanh_mul(gate, up, FAST_TANH)
         # The down GEMM's input, quantized here: one scale per row of this tile (1 x BLOCK_N). Columns past N
         # read zero weights, so they are 0 and leave the amax alone.
-        scale = tl.maximum(tl.max(tl.abs(h), axis=1), MIN_AMAX) / E4M3_MAX
-        q = tl.clamp(h / scale[:, None], -E4M3_MAX, E4M3_MAX)
+        # One division per row, then a multiply per element: an fp32 division is a dozen instructions, and 16K of
+        # them per tile weigh in an epilogue that runs after only K / BLOCK_K = 6 MMA steps at the post's shape.
+        amax = tl.maximum(tl.max(tl.abs(h), axis=1), MIN_AMAX)
+        scale = amax / E4M3_MAX
+        inverse = E4M3_MAX / amax
+        q = tl.clamp(h * inverse[:, None], -E4M3_MAX, E4M3_MAX)
         m_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], e4m3_rounded(q, INTERPRETED).to(m_desc.dtype))
         tl.store(sm_ptr + pid_n * M + offs_m, scale, mask=offs_m < M)
 
@@ -184,6 +205,11 @@ DOWN_CONFIGS = [
 _INTERPRETER_CONFIG = _config(16, _INTERPRETER_GROUP, _INTERPRETER_GROUP, 1, 4, group_m=2, FLATTEN=True)
 _INTERPRETER_PROGRAMS = 2
 _best_config: dict[tuple, triton.Config] = {}
+# Programmatic dependent launch (Hopper+): the gate/up GEMM is launched as the quantizer's dependent, so its
+# launch and prologue (barriers, descriptor prefetch) run while the quantizer's last programs finish, and it waits
+# in `gdc_wait` for xq. On an H100 at the post's shape: the gap between the two kernels went from 1.0 µs to none
+# (the GEMM starts 0.2 µs before the quantizer ends) and the forward from 127.3 to 125.6 µs (median of 3 runs).
+_PDL = not INTERPRETING and hasattr(tl.extra.cuda, "gdc_wait")
 
 
 def _quantize_block(k: int) -> tuple[int, int]:
@@ -204,7 +230,7 @@ def quantize_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     block_m, block_k = (16, 16) if INTERPRETING else _quantize_block(K)
     with _interpreted(_quantize_rows_kernel) if INTERPRETING else contextlib.nullcontext():
         _quantize_rows_kernel[(triton.cdiv(M, block_m),)](x, q, s, M, K, x.stride(0), q.stride(0), BLOCK_M=block_m,
-                                                           BLOCK_K=block_k, INTERPRETED=INTERPRETING, num_warps=4)
+                                                           BLOCK_K=block_k, INTERPRETED=INTERPRETING, PDL=_PDL, num_warps=4)
     return q, s
 
 
@@ -263,6 +289,7 @@ def fp8_geglu_gemm(xq: torch.Tensor, sx: torch.Tensor, w_gate_up_q: torch.Tensor
             TensorDescriptor.from_tensor(xq, [bm, bk]), TensorDescriptor.from_tensor(w_gate_up_q, [2 * bn, bk]),
             TensorDescriptor.from_tensor(mq, [bm, bn]), sx, sw_gate_up, sm, M, N, K, **c.kwargs,
             FAST_TANH=not INTERPRETING, INTERPRETED=INTERPRETING, num_warps=c.num_warps, num_stages=c.num_stages,
+            **({"PDL": True, "launch_pdl": True} if _PDL else {}),
         )
 
     key = ("geglu", min(triton.next_power_of_2(M), 8192), N, K, xq.device)
