@@ -53,7 +53,7 @@ def memory_layout(timeline: CategoryTimeline, step, labels: tuple[str, ...], tit
     start, end = step.ts, step.ts + step.dur
     first = timeline.index_at(start)
     indexes = [first] + [i for i, t in enumerate(timeline.times_us) if start < t <= end]
-    times = [max(0.0, (timeline.times_us[i] - start) / 1000) for i in indexes]
+    times = [0.0] + [(timeline.times_us[i] - start) / 1000 for i in indexes[1:]]  # the first: as the step starts
     names = [CATEGORY_NAMES.get(c, c.lower()) for c in timeline.categories]
     bands: dict[str, list[int]] = {}
     untouched = max(0, int(timeline.extras.get("allocated_before", 0)) - timeline.total(0))
