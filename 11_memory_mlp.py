@@ -85,6 +85,9 @@ def require_valid(args):
     if args.compile and args.variant != "eager":
         raise UsageError(f"--compile compiles the post's eager module; --variant {args.variant} brings its own "
                          "kernels: drop one of the two")
+    if args.compile and args.checkpoint:
+        raise UsageError("--checkpoint with --compile: Inductor recomputes inside its compiled backward, where no "
+                         "range can mark it (torch.compile drops record_function): run them apart")
     if args.model != data.MLP and args.variant != "eager":
         raise UsageError(f"--variant {args.variant} replaces the post's MLP; a transformers preset has its own: "
                          "drop --variant or use --model mlp")
@@ -115,17 +118,20 @@ def held_prediction(args, itemsize: int, loss_bytes: int, device: torch.device) 
     return held, f"{saved}{layers} × [{tokens}, {args.dim}] + the loss, {loss_bytes:,} bytes{rng} ({why})"
 
 
-def peak_guess(held: int, params: int, args, gpu: bool, tokens_hidden: int) -> tuple[str, tuple[str, ...], str]:
+def peak_guess(held: int, params: int, largest_param: int, args, gpu: bool, tokens_hidden: int
+               ) -> tuple[str, tuple[str, ...], str]:
     """Where the step peaks, and its largest part, from a bytes budget: in the backward the weights, AdamW's state and
     what the forward held meet the last layer's gradient temporaries (a checkpointed layer first recomputes its
     activations, and by the first layer the gradients are all there); in the optimizer the weights, the gradients,
-    the state and, foreach on a GPU, temporaries as large as the weights."""
+    the state and its temporaries: foreach (AdamW's default on a GPU) as large as all the weights, else as large as
+    the largest."""
     state = 2 * params if args.optimizer != "none" else 0
     recomputed = SAVED_PER_LAYER[variant_name(args)] * tokens_hidden if args.checkpoint else 0
     activations = held + 3 * tokens_hidden + recomputed
     backward = params + state + activations + (params if args.checkpoint else 0)
-    optimizer = 2 * params + state + (params if gpu and args.optimizer == "adamw" else 0) if state else 0
-    phase = BACKWARD if backward >= optimizer else OPTIMIZER
+    temporaries = params if gpu and args.optimizer == "adamw" else largest_param
+    optimizer = 2 * params + state + temporaries if state else 0
+    phase = BACKWARD if backward > optimizer else OPTIMIZER
     parts = {"activations": activations, "optimizer state": state, "parameters": params}
     largest = max(parts, key=parts.get)
     if args.checkpoint and largest == "activations":  # the layer recomputed inside the backward: torch's profiler
@@ -136,10 +142,10 @@ def peak_guess(held: int, params: int, args, gpu: bool, tokens_hidden: int) -> t
     return phase, largest, why
 
 
-def expectations(args, run, held, held_what, params, tokens_hidden, twin):
+def expectations(args, run, held, held_what, budget_held, params, largest_param, tokens_hidden, twin):
     labels = (FORWARD, BACKWARD) + ((OPTIMIZER,) if args.optimizer != "none" else ())
     gpu = run.device.type == "cuda"
-    phase, largest, why = peak_guess(held or 0, params, args, gpu, tokens_hidden)
+    phase, largest, why = peak_guess(budget_held, params, largest_param, args, gpu, tokens_hidden)
     checks = [ex.profiler_steps(), ex.labels_per_step(*labels), mx.memory_events_recorded(),
               mx.state_held_from_the_start(args.optimizer != "none"),
               mx.peak_in_phase(phase, labels, why), mx.largest_at_peak(largest)]
@@ -210,8 +216,11 @@ def main(argv=None):
             work.model.layers[i] = Checkpointed(layer) if args.checkpoint else layer
     else:
         work = data.preset_workload(args.model, args.batch, args.seq, run.device, run.dtype)
-        if args.checkpoint:
-            work.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if args.checkpoint:  # each decoder layer under torch.utils.checkpoint (transformers' own switch, renamed in 5.x)
+            if hasattr(work.model, "activation_checkpointing_enable"):
+                work.model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+            else:
+                work.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model = torch.compile(work.model) if args.compile else work.model
     params = sum(p.numel() * p.element_size() for p in work.model.parameters())
     lesson.console.print(f"model: {work.what}, {params:,} bytes of parameters; {work.tokens:,} tokens", soft_wrap=True)
@@ -229,8 +238,12 @@ def main(argv=None):
     if held is None and not args.checkpoint:
         # a transformers model: no prediction from shapes here; what autograd saved is the guess (the batch is no input)
         held, held_what = saved.activation_bytes, "what the saved-tensor hooks counted before the profile"
-    lesson.console.print(f"\nautograd saves {readable_bytes(saved.activation_bytes)} for the backward (saved-tensor "
-                         f"hooks, the batch and target included): {saved.describe()}", soft_wrap=True, markup=False)
+    # The hooks see x and the target (saved, but there before the forward) and not the loss: the shapes' count of
+    # the same is the held prediction plus two [tokens, dim], less the loss.
+    hooks_guess = None
+    if args.model == data.MLP and not args.checkpoint:
+        hooks_guess = held - loss_bytes + 2 * work.tokens * args.dim * run.dtype.itemsize
+    mem.print_saved(saved, hooks_guess, checkpointed=args.checkpoint)
 
     optimizer_args = OPTIMIZERS[args.optimizer]
     optimizer = torch.optim.AdamW(work.model.parameters(), **optimizer_args) if optimizer_args is not None else None
@@ -249,13 +262,15 @@ def main(argv=None):
     # Guess first, then look.
     tokens_hidden = work.tokens * (args.hidden if args.model == data.MLP else 0) * run.dtype.itemsize
     twin = run.trace_path.with_name(run.trace_path.name.replace("_ckpt", ""))
-    expected, labels = expectations(args, run, held, held_what, params, tokens_hidden, twin)
+    largest_param = max(p.numel() * p.element_size() for p in work.model.parameters())
+    budget_held = held if held is not None else saved.activation_bytes  # a checkpointed preset: what the hooks see
+    expected, labels = expectations(args, run, held, held_what, budget_held, params, largest_param, tokens_hidden, twin)
     lesson.announce(expected, run, compiled_already=True)
 
     # On a GPU: the optimizer's first step (AdamW makes its state) and the next, the allocator's history recorded.
     snapshot = run.trace_path.with_name(run.trace_path.name.removesuffix(".json") + ".snapshot.pickle")
     first_steps = mem.record_snapshot(step, run.device, snapshot)
-    mem.print_first_steps(first_steps)
+    mem.print_first_steps(first_steps, optimizer is not None)
 
     # The step without the profiler first: what the profiled figures are read against (lesson/unprofiled.py).
     baseline = lesson.time_unprofiled(step, run)

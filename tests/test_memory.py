@@ -136,7 +136,7 @@ def test_gpu_memory_events_by_device_and_what_was_there_before(tmp_path):
 
 
 @pytest.mark.parametrize("flags", ["--variant liger --model tiny-llama", "--variant fused --compile",
-                                   "--kernel_source pypi", "--model gpt-17"])
+                                   "--kernel_source pypi", "--model gpt-17", "--checkpoint --compile"])
 def test_bad_flags_are_one_line(tmp_path, capsys, flags):
     with pytest.raises(SystemExit) as exited:
         LESSON.main([*shlex.split(flags), "--trace_dir", str(tmp_path)])

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 import torch
+from rich.markup import escape
 
 from profiling_in_pytorch.errors import CannotRunHere, first_line, readable_bytes
 from profiling_in_pytorch.files import temporary_sibling
@@ -92,16 +93,40 @@ def record_snapshot(step: Callable[[], None], device: torch.device, path: Path |
     return FirstSteps(peaks[0], peaks[1], path)
 
 
-def print_first_steps(found: FirstSteps | None) -> None:
+def print_first_steps(found: FirstSteps | None, optimizer: bool = True) -> None:
     if found is None:
         console.print("[yellow]note:[/yellow] only a GPU shows the caching allocator: its allocated and reserved bytes, "
                       "torch.cuda.max_memory_allocated, and the snapshot for memory_viz (every block with the stack "
                       "that allocated it). A CPU profile still records each allocation and free, and the categories "
                       "below.", soft_wrap=True)
         return
+    if not optimizer:
+        console.print(f"torch.cuda.max_memory_allocated: {readable_bytes(found.first)} and "
+                      f"{readable_bytes(found.second)} in two steps before the profile", soft_wrap=True)
+        return
     console.print(f"torch.cuda.max_memory_allocated: {readable_bytes(found.first)} in the optimizer's first step (AdamW "
                   f"creates its state), {readable_bytes(found.second)} in the next: the profile's steps all hold "
                   "that state, as a training run's do", soft_wrap=True)
+
+
+def print_saved(saved, predicted: int | None, checkpointed: bool, tolerance: float = 0.05) -> bool | None:
+    """What autograd saved for the backward (saved-tensor hooks, profiling_in_pytorch/mlp/saved.py), against the
+    shapes' count when there is one: ✓ within `tolerance`, or ✗. Returns whether it matched (None: no prediction)."""
+    found = saved.activation_bytes
+    console.print("\n[bold]What the forward saves for the backward[/bold] (saved-tensor hooks; weights left out)")
+    line = escape(f"{readable_bytes(found)}: {saved.describe()}")
+    if checkpointed:
+        line += ("; a checkpointed layer saves nothing through these hooks (torch.utils.checkpoint keeps its input "
+                 "and packs what the recompute saves with hooks of its own): the trace shows what it holds")
+    ok = None
+    if predicted:
+        ok = abs(found / predicted - 1) <= tolerance
+        mark = "[green]✓[/green]" if ok else "[red]✗[/red]"
+        console.print(f"  {mark} the shapes predict {readable_bytes(predicted)}; saved {line} (ratio "
+                      f"{found / predicted:.3f})", soft_wrap=True)
+    else:
+        console.print(f"  saved {line}", soft_wrap=True)
+    return ok
 
 
 def gpu_counters(device: torch.device) -> dict:
