@@ -151,7 +151,10 @@ class _Places:
         self.steps = trace.steps
         self.starts = [s.ts for s in self.steps]
         ops = [op for step in trace.steps for op in step.ops] + list(trace.ops_outside_steps)
-        self.labels = sorted((op for op in ops if op.is_label), key=lambda op: op.ts)
+        # Each step's labels apart (and those outside any): a model's trace has thousands of module ranges.
+        self.labels: dict[int, list] = {
+            i: [op for op in step.ops if op.is_label] for i, step in enumerate(self.steps)}
+        self.labels[-1] = [op for op in trace.ops_outside_steps if op.is_label]
         self.by_thread: dict[tuple, list] = defaultdict(list)
         for op in ops:
             if not op.is_label:
@@ -161,15 +164,19 @@ class _Places:
             thread_ops.sort(key=lambda op: op.ts)
             self.thread_starts[key] = [op.ts for op in thread_ops]
 
-    def step_at(self, ts: float):
+    def step_index(self, ts: float) -> int:
         i = bisect.bisect_right(self.starts, ts) - 1
-        if i >= 0 and ts <= self.steps[i].ts + self.steps[i].dur:
-            return self.steps[i]
-        return None
+        return i if i >= 0 and ts <= self.steps[i].ts + self.steps[i].dur else -1
+
+    def step_at(self, ts: float):
+        i = self.step_index(ts)
+        return self.steps[i] if i >= 0 else None
 
     def around(self, event: MemoryEvent) -> tuple[str | None, list[str]]:
         ts = event.ts
-        labels = [op.name for op in self.labels if op.ts <= ts <= op.ts + op.dur]
+        inside = sorted((op for op in self.labels[self.step_index(ts)] if op.ts <= ts <= op.ts + op.dur),
+                        key=lambda op: op.ts)
+        labels = [op.name for op in inside]
         key = (event.pid, event.tid)
         thread_ops, starts = self.by_thread.get(key, []), self.thread_starts.get(key, [])
         i = bisect.bisect_right(starts, ts) - 1
