@@ -196,3 +196,14 @@ def test_categories_against_the_allocator_add_what_no_op_touched(cpu_runs, tmp_p
         outcomes.append(mx.peak_matches_allocator(0.02).check(read_trace(path)))
     assert outcomes[0].ok and "ratio 1.0000" in outcomes[0].evidence
     assert outcomes[1].ok is False
+
+
+def test_the_timeline_lands_on_the_traces_clock_with_or_without_its_base(cpu_runs):
+    folder, _ = cpu_runs
+    trace = read_trace(folder / TRACES["eager"])
+    with_base = CategoryTimeline.of(trace)
+    first = min(e.ts for e in trace.memory_events)
+    assert abs(with_base.times_us[0] - first) < 1.0  # the profiler's clock minus baseTimeNanoseconds
+    del trace.meta["baseTimeNanoseconds"]
+    without = CategoryTimeline.of(trace).times_us  # its first point on the first event: within the µs torch truncates
+    assert len(without) == len(with_base.times_us) and max(abs(a - b) for a, b in zip(without, with_base.times_us)) < 1

@@ -262,9 +262,14 @@ class CategoryTimeline:
             return None
         if not timeline.times_us or len(timeline.times_us) != len(timeline.sizes):
             return None
-        base = trace.meta.get("baseTimeNanoseconds")
-        if timeline.extras.get("clock") == "absolute" and type(base) is int:  # the profiler's clock: the trace's is
-            timeline.times_us = [t - base / 1000 for t in timeline.times_us]  # that minus its base, in µs
+        if timeline.extras.get("clock") == "absolute":  # the profiler's clock: the trace's is that minus its base
+            base = trace.meta.get("baseTimeNanoseconds")
+            if type(base) is int:
+                offset = base / 1000
+            else:  # a trace without it: the first point is the first allocation, the device's first [memory] event
+                first = min((e.ts for e in trace.memory_events if e.device == timeline.device), default=None)
+                offset = timeline.times_us[0] - first if first is not None else 0.0
+            timeline.times_us = [t - offset for t in timeline.times_us]
         return timeline
 
     def total(self, i: int) -> int:
