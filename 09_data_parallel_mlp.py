@@ -85,12 +85,6 @@ def strategies_flag(text):
     return tuple(dict.fromkeys(names))
 
 
-def model_flag(text):
-    if text != data.MLP and text not in PRESETS:
-        raise argparse.ArgumentTypeError(f"unknown model {text!r}: use {data.MLP} or a preset ({', '.join(PRESETS)})")
-    return text
-
-
 def require_valid(args, ranks):
     """The flags that do not go together here, each one line (exit 2), before anything is built."""
     if args.compile:
@@ -237,7 +231,7 @@ def main(argv=None):
     parser = lesson.parser(__file__, __doc__, **POST_SIZES)
     parser.add_argument("--strategy", type=strategies_flag, default=("ddp",), metavar="NAME[,NAME...]",
                         help="ddp, fsdp, both separated by a comma, or all (default: ddp)")
-    parser.add_argument("--model", type=model_flag, default=data.MLP, metavar="NAME",
+    parser.add_argument("--model", type=data.model_flag, default=data.MLP, metavar="NAME",
                         help=f"{data.MLP} (the post's MLP stacked --layers times) or a transformers preset built from "
                         f"its config: {', '.join(PRESETS)} (default: {data.MLP})")
     parser.add_argument("--layers", type=positive_int, default=DEFAULT_LAYERS, metavar="N",

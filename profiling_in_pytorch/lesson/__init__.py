@@ -18,7 +18,8 @@ rich, `profiling_in_pytorch.traces` (the checks), `profiling_in_pytorch.mlp.accu
 modules (`profiling_in_pytorch.cli`, `errors`, `files`); it never imports a lesson.
 
 Each part lives in its own module (runs, unprofiled, guesses, output, op_table, correctness, commands); this file
-only hands their names on, so that a lesson reads `lesson.setup`, `lesson.save`, ...
+only hands their names on, so that a lesson reads `lesson.setup`, `lesson.save`, ... Lesson 11's memory plumbing
+(torch's memory timeline by category, the allocator's snapshot) is `lesson.memory`, imported by name.
 """
 
 from __future__ import annotations

@@ -16,12 +16,13 @@ from profiling_in_pytorch.traces.observer import UNPROFILED_KEY, Unprofiled, obs
 from profiling_in_pytorch.traces.picture import write_picture
 
 
-def save(prof: profile, run: Run, unprofiled: Unprofiled | None = None) -> None:
+def save(prof: profile, run: Run, unprofiled: Unprofiled | None = None, extra: dict | None = None) -> None:
     """Write the Chrome trace (with `unprofiled`, the step timed without the profiler, in it), torch's op table and a
     picture of the first recorded step beside it (the posts' Perfetto view, without a browser), then print the table
     to fit this terminal, and the profiled step against the unprofiled one: what the profiler changed, and whether
-    the verdict holds without it."""
-    first = {UNPROFILED_KEY: unprofiled.to_dict()} if unprofiled is not None else None
+    the verdict holds without it. `extra`: more top-level keys for the trace (lesson 11's memory timeline)."""
+    first = {UNPROFILED_KEY: unprofiled.to_dict()} if unprofiled is not None else {}
+    first.update(extra or {})
     export_trace(prof, run.trace_path, trace_name=shown_path(run.trace_path), first=first)
     write_atomically(run.table_path, op_table_text(prof, run.device))
     trace = read_trace(run.trace_path)

@@ -14,6 +14,7 @@ the profile), and one training step on one GPU against N.
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -54,6 +55,15 @@ class Workload:
     loss: Callable[[nn.Module], torch.Tensor]
     tokens: int  # per rank and step
     what: str
+
+
+def model_flag(text: str) -> str:
+    """`--model`: the stacked MLP or a transformers preset (lessons 09 and 11)."""
+    from profiling_in_pytorch.model.presets import PRESETS
+
+    if text != MLP and text not in PRESETS:
+        raise argparse.ArgumentTypeError(f"unknown model {text!r}: use {MLP} or a preset ({', '.join(PRESETS)})")
+    return text
 
 
 def mlp_workload(batch: int, seq: int, dim: int, hidden: int, layers: int, device, dtype, *,

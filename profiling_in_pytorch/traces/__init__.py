@@ -5,6 +5,7 @@ Each module holds one concern; imports go down this list, never up:
     report.py        the `trace-report` command: prints a trace, or the diff of two (terminal or --json)
     serve.py         --open: the one trace served from 127.0.0.1 to ui.perfetto.dev
     picture.py       --png: one step drawn as the posts' Perfetto figures show it
+    memory_picture.py  a step's memory over time, stacked by category, its phases marked (lesson 11)
     checks/          the posts' claims as checks of a trace, one function each, by concern (see checks/__init__)
     export.py        a trace as plain data: what --json prints
     compare_report.py  the diff of two traces as the terminal shows it, in 100 columns
@@ -23,6 +24,8 @@ Each module holds one concern; imports go down this list, never up:
     pace.py          who sets the pace: `verdict(trace)` -> Verdict (overhead-bound or compute-bound)
     op_bytes.py      what an op reads and writes, from its recorded input shapes and types
     reader.py        `read_trace(path)` -> Trace: ops nested, launches linked to their kernels, steps
+    memory.py        `[memory]` events (profile_memory=True): per device the peak, when, what was live; the
+                     category timeline lesson 11 writes into its trace
     source.py        the file as a stream of events (gzip or not; each chunk's whole events parsed at once)
     model.py         the data model: Trace, Step, Phase, CpuOp, RuntimeCall, GpuWork, KernelStat
     timeline.py      arithmetic on the GPU lane: busy time, gaps, the GPU waiting on launches

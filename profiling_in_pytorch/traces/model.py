@@ -316,6 +316,8 @@ class Trace:
     # The file's other top-level keys, wherever they stand around traceEvents: deviceProperties, distributedInfo
     # (a rank's place in its run), the profiler's options, the lessons' unprofiled timing, ...
     meta: dict = field(default_factory=dict)
+    # profile_memory=True: every allocation and free, as memory.MemoryEvent (memory.py reads them), in file order.
+    memory_events: list = field(default_factory=list)
 
     @property
     def name(self) -> str:

@@ -39,6 +39,7 @@ from typing import Any
 from profiling_in_pytorch.errors import UsageError, first_line
 from profiling_in_pytorch.traces.device import gpu_label
 from profiling_in_pytorch.traces.kernels import MODULE_PREFIX
+from profiling_in_pytorch.traces.memory import MEMORY_EVENT, memory_event
 from profiling_in_pytorch.traces.model import MODULES_FROM_RANGES, MODULES_FROM_STACKS, WHOLE_TRACE
 from profiling_in_pytorch.traces.model import CpuOp, GpuWork, RuntimeCall, Step, Trace, skipped_reasons
 from profiling_in_pytorch.traces.source import TraceSource, open_text
@@ -131,6 +132,7 @@ class _Collector:
         self.flow_start: dict[Any, tuple] = {}  # ac2g id -> (pid, tid, ts) of the runtime call
         self.flow_end: dict[tuple, Any] = {}  # (pid, tid, ts) of the GPU work -> ac2g id
         self.skipped: Counter = Counter()  # why -> how many events we could not use (a pid that is a list, ...)
+        self.memory: list = []  # profile_memory=True: the allocator's `[memory]` instant events (memory.py)
 
     def add(self, ev: Any) -> None:
         if type(ev) is not dict:
@@ -235,6 +237,12 @@ class _Collector:
                 self.flow_start[flow_id] = (pid, tid, ts)
             else:
                 self.flow_end[(pid, tid, ts)] = flow_id
+        elif ph == "i" and ev.get("name") == MEMORY_EVENT:
+            event = memory_event(ev)
+            if event is None:
+                self.skipped["a [memory] event whose args are not the profiler's"] += 1
+            else:
+                self.memory.append(event)
 
     def build(self, path: Path, meta: dict) -> Trace:
         notes: list[str] = []
@@ -320,6 +328,7 @@ class _Collector:
             device_properties=device_properties,
             module_source=module_source,
             meta=meta,
+            memory_events=self.memory,
         )
 
 

@@ -16,7 +16,8 @@ Then what happened outside the steps (the profiler's closing synchronize), one r
 with the numbers behind it, starting from the two totals under `prof.key_averages().table()`, and what the profiler
 changed (traces/observer.py): the step timed without it where the trace holds that timing (the lessons write it),
 else what the trace was recorded with and, for an overhead-bound verdict, whether it would likely survive without the
-profiler. Last, where fusion would pay (traces/fusion.py), in a trace recorded with shapes; with two traces, what the
+profiler. In a trace recorded with profile_memory=True, where the memory goes: per device the peak, when, and the ops
+that allocated what was live then (memory.py). Last, where fusion would pay (traces/fusion.py), in a trace recorded with shapes; with two traces, what the
 second fused.
 """
 
@@ -48,6 +49,7 @@ from profiling_in_pytorch.traces import ranks as rank_traces
 from profiling_in_pytorch.traces.attribution import print_owners
 from profiling_in_pytorch.traces import fusion, graphs  # fusion candidates (fusion.py), CUDA graph replays (graphs.py)
 from profiling_in_pytorch.traces.kernels import decode
+from profiling_in_pytorch.traces.memory import memory_peaks, memory_to_dict, print_memory
 from profiling_in_pytorch.traces.model import Step, Trace, per_step_count
 from profiling_in_pytorch.traces.observer import observe, print_observed
 from profiling_in_pytorch.traces.pace import Verdict, verdict
@@ -196,11 +198,13 @@ def _main(argv: Sequence[str] | None) -> int:
 
 
 def _with_summary(trace: Trace, **fusion_options) -> dict:
-    """`trace_to_dict(trace)`, its collectives, under "summary" what the report prints first, and under
-    "observer_effect" what the profiler changed (observer.py)."""
+    """`trace_to_dict(trace)`, its collectives, under "summary" what the report prints first, under
+    "observer_effect" what the profiler changed (observer.py), and under "memory" each device's peak (memory.py; []
+    for a trace recorded without profile_memory=True)."""
     judged = verdict(trace)
     data = _with_communication(trace, judged=judged, **fusion_options)
-    return {**data, "summary": summarize(trace, judged).to_dict(), "observer_effect": observe(trace, judged).to_dict()}
+    return {**data, "summary": summarize(trace, judged).to_dict(), "observer_effect": observe(trace, judged).to_dict(),
+            "memory": memory_to_dict(memory_peaks(trace))}
 
 
 # --- communication (profiling_in_pytorch/traces/communication.py) ---------------------------------------------
@@ -315,6 +319,7 @@ def print_report(
         ("the per-kernel tables", kernels_section, 1),
         ("the collectives", lambda: comm.print_communication(found, console, rows=rows) if found else None, 5),
         ("the verdict's numbers", lambda: print_verdict(trace, console, judged), 7),
+        ("where the memory goes", lambda: print_memory(memory_peaks(trace), console, rows=rows), 6),
         ("what the profiler changed", lambda: print_observed(observed, console), 8),
         ("where fusion would pay", lambda: print_fusion(fusion_found, console, rows=fusion_rows)
          if fusion_found is not None else None, 6),

@@ -24,6 +24,8 @@ The checks live by concern, and this package re-exports each module's `__all__`:
                  `from …checks import attention as ac, attention_naive as na`: none is re-exported here (their
                  names are attention's: operations, role, backend_of, ...)
     fp8.py       FP8 forwards (lesson 10): FP8 GEMMs and their scale modes, the scaling and cast kernels around them
+    memory.py    a training step's memory (lesson 11): its peak, the split by category, what the forward holds,
+                 what checkpointing trades: `… import memory as mx`
     graphs.py    a decode loop's forwards, eager or replayed from CUDA graphs (lesson 07): `… import graphs as gx`
 
 A new check goes into the module of its concern, in its `__all__`; a new concern is a new module, imported below.
