@@ -148,7 +148,7 @@ def expectations(args, run, held, held_what, budget_held, params, largest_param,
     phase, largest, why = peak_guess(budget_held, params, largest_param, args, gpu, tokens_hidden)
     checks = [ex.profiler_steps(), ex.labels_per_step(*labels), mx.memory_events_recorded(),
               mx.state_held_from_the_start(args.optimizer != "none"),
-              mx.peak_in_phase(phase, labels, why), mx.largest_at_peak(largest)]
+              mx.peak_in_phase(phase, labels, why), mx.largest_at_peak(largest, forward=FORWARD)]
     if held is not None:
         checks.append(mx.activations_held(FORWARD, held, held_what))
     checks.append(mx.peak_matches_allocator())
