@@ -52,7 +52,7 @@ from profiling_in_pytorch.cli import DTYPE_NAMES
 from profiling_in_pytorch.mlp import POST_SIZES, SimpleGeGLUMLP
 from profiling_in_pytorch.mlp.fused import FusedGeGLUMLP
 from profiling_in_pytorch.mlp.fused import require_runnable as require_fused_runnable
-from profiling_in_pytorch.mlp.liger import SOURCES, require_runnable, resolve_liger_geglu_mlp
+from profiling_in_pytorch.mlp.liger import add_source_flags, require_runnable, resolve_liger_geglu_mlp
 from profiling_in_pytorch.mlp.saved import saved_for_backward
 from profiling_in_pytorch.mlp.simple import forward_elements
 from profiling_in_pytorch.traces import checks as ex
@@ -157,10 +157,7 @@ def main(argv=None):
     parser.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default=None,
                         help="add an optimizer step, torch.optim.AdamW: adamw (torch's default implementation) or "
                         "adamw-fused (fused=True) (default: none, forward and backward only)")
-    parser.add_argument("--kernel_source", choices=SOURCES, default=None,
-                        help="with --variant liger: where LigerGEGLUMLP comes from, as in 03_kernels_mlp.py")
-    parser.add_argument("--kernel_repo", metavar="PATH", default=None,
-                        help="with --variant liger: a local kernel repository, as in 03_kernels_mlp.py")
+    add_source_flags(parser)
     args = parser.parse_args(argv)
     require_valid(args)
     sizes = [args.batch, args.seq, args.dim, args.hidden]

@@ -48,7 +48,7 @@ from profiling_in_pytorch.lesson import memory as mem
 from profiling_in_pytorch.mlp import POST_SIZES
 from profiling_in_pytorch.mlp.fused import FusedGeGLUMLP
 from profiling_in_pytorch.mlp.fused import require_runnable as require_fused_runnable
-from profiling_in_pytorch.mlp.liger import SOURCES, require_runnable, resolve_liger_geglu_mlp
+from profiling_in_pytorch.mlp.liger import add_source_flags, require_runnable, resolve_liger_geglu_mlp
 from profiling_in_pytorch.mlp.saved import saved_for_backward
 from profiling_in_pytorch.parallel import data
 from profiling_in_pytorch.traces import checks as ex
@@ -176,10 +176,7 @@ def main(argv=None):
     parser.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default="adamw",
                         help="torch.optim.AdamW (adamw: its default implementation; adamw-fused: fused=True) or none "
                         "(default: adamw)")
-    parser.add_argument("--kernel_source", choices=SOURCES, default=None,
-                        help="with --variant liger: where LigerGEGLUMLP comes from, as in 03_kernels_mlp.py")
-    parser.add_argument("--kernel_repo", metavar="PATH", default=None,
-                        help="with --variant liger: a local kernel repository, as in 03_kernels_mlp.py")
+    add_source_flags(parser)
     args = parser.parse_args(argv)
     require_valid(args)
 

@@ -38,6 +38,14 @@ HUB_REPO, HUB_VERSION, SOURCES = LIGER.repo_id, LIGER.version, LIGER.sources
 PYPI_MODULE = "liger_kernel.transformers.geglu"  # where liger-kernel keeps LigerGEGLUMLP
 
 
+def add_source_flags(parser) -> None:
+    """--kernel_source and --kernel_repo for a lesson whose `--variant liger` loads LigerGEGLUMLP as lesson 03 does."""
+    parser.add_argument("--kernel_source", choices=SOURCES, default=None,
+                        help="with --variant liger: where LigerGEGLUMLP comes from, as in 03_kernels_mlp.py")
+    parser.add_argument("--kernel_repo", metavar="PATH", default=None,
+                        help="with --variant liger: a local kernel repository, as in 03_kernels_mlp.py")
+
+
 @dataclass(frozen=True)
 class Config:
     """What `LigerGEGLUMLP.__init__` reads from a Hugging Face model config (Gemma's MLP)."""

@@ -52,13 +52,17 @@ def split_text(split: dict[str, int], total: int) -> str:
     return ", ".join(f"{name} {readable_bytes(b)} ({_pct(b, total)})" for name, b in split.items()) or "nothing"
 
 
-def _step_peak(trace, timeline: CategoryTimeline) -> tuple[object, int] | None:
-    """The first recorded step and the index of its peak on the timeline."""
-    if not trace.steps:
-        return None
-    step = trace.steps[0]
-    i = timeline.peak_index(step.ts, step.ts + step.dur)
-    return (step, i) if i is not None else None
+def _step_peak(trace) -> tuple[CategoryTimeline, object, int] | Outcome:
+    """The timeline, the first recorded step and the index of its peak on the timeline; or the Outcome that says
+    which of them is missing."""
+    timeline = _timeline(trace)
+    if isinstance(timeline, Outcome):
+        return timeline
+    step = trace.steps[0] if trace.steps else None
+    i = timeline.peak_index(step.ts, step.ts + step.dur) if step else None
+    if i is None:
+        return Outcome(False, "no timeline point inside the first recorded step")
+    return timeline, step, i
 
 
 def memory_events_recorded() -> Expectation:
@@ -93,13 +97,10 @@ def state_held_from_the_start(optimizer: bool) -> Expectation:
 
 def peak_in_phase(phase: str, labels: tuple[str, ...], why: str = "") -> Expectation:
     def check(trace) -> Outcome:
-        timeline = _timeline(trace)
-        if isinstance(timeline, Outcome):
-            return timeline
-        found = _step_peak(trace, timeline)
-        if found is None:
-            return Outcome(False, "no timeline point inside the first recorded step")
-        step, i = found
+        found = _step_peak(trace)
+        if isinstance(found, Outcome):
+            return found
+        timeline, step, i = found
         t = timeline.times_us[i]
         where, into = "none of the step's ranges", ""
         for label in labels:
@@ -118,13 +119,10 @@ def largest_at_peak(categories: tuple[str, ...], why: str = "", forward: str | N
     forward's range), an unknown share as large as what the forward held is named for what it is."""
 
     def check(trace) -> Outcome:
-        timeline = _timeline(trace)
-        if isinstance(timeline, Outcome):
-            return timeline
-        found = _step_peak(trace, timeline)
-        if found is None:
-            return Outcome(False, "no timeline point inside the first recorded step")
-        _, i = found
+        found = _step_peak(trace)
+        if isinstance(found, Outcome):
+            return found
+        timeline, _, i = found
         split = timeline.split(i)
         largest = next(iter(split), "nothing")
         ok = largest in categories
