@@ -7,7 +7,7 @@ feature by feature, nothing is exchanged) and the same columns of down_proj's we
 Per rank and forward: the three GEMMs at 1/N of the FLOPs, GELU and mul on 1/N of the elements, and the all-reduce
 of y, [tokens, dim] (12.6 MB at the post's shape in bf16, as large as x).
 
-Four ways to run it, `--variant` (several at once: `--variant plain,overlap`, or `all`):
+Six ways to run it, `--variant` (several at once: `--variant plain,overlap`, or `all`):
 
     dtensor           PyTorch's tensor-parallel API: the post's module, parallelize_module(mlp, mesh, plan) with
                       {"gate_proj": ColwiseParallel(), "up_proj": ColwiseParallel(), "down_proj": RowwiseParallel()}
@@ -15,6 +15,15 @@ Four ways to run it, `--variant` (several at once: `--variant plain,overlap`, or
     plain             plain tensors: each rank's slices as three nn.Linear, and one dist.all_reduce
     overlap           the tokens in --chunks pieces: chunk i's all-reduce runs (async_op=True, on NCCL's own stream)
                       while chunk i+1 computes; only the last one has nothing left to hide behind
+    seqpar            Megatron's sequence parallelism: each rank holds its slice of the tokens; all_gather_into_tensor
+                      of x, the same GEMMs, reduce_scatter_tensor of y (each rank keeps its tokens' rows of y)
+    async-tp          the same through PyTorch's symmetric memory (GPUs only): torch.ops.symm_mem's
+                      fused_all_gather_matmul (gate and up) and fused_matmul_reduce_scatter (down), the transfers
+                      pipelined shard by shard on the copy engine, beside the matmuls
+
+Two knobs for hiding a collective behind GEMMs: `--sm_carveout N` makes the split variants' cuBLAS GEMMs leave N
+SMs free (an NCCL kernel queued behind a GEMM that holds every SM starts only when it ends), `--nccl_channels N`
+caps NCCL at N channels, one thread block (one SM) each (NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS = N).
 
 The plain variant, one rank's forward (ShardedGeGLUMLP in profiling_in_pytorch/parallel/sharded.py, whose weights
 are the post's module's, sliced; a test keeps this copy identical):
@@ -62,13 +71,14 @@ from profiling_in_pytorch.mlp.simple import forward_elements
 from profiling_in_pytorch.parallel import runs, timing
 from profiling_in_pytorch.parallel.launch import leaves_at_once, one_voice, parse_on_every_rank, process_group
 from profiling_in_pytorch.parallel.launch import require_torchrun
-from profiling_in_pytorch.parallel.sharded import DEFAULT_CHUNKS, GRAPHABLE, VARIANTS, build, describe
-from profiling_in_pytorch.parallel.sharded import require_shardable
+from profiling_in_pytorch.parallel.sharded import DEFAULT_CHUNKS, GPU_ONLY, GRAPHABLE, SEQUENCE_SHARDED, VARIANTS
+from profiling_in_pytorch.parallel.sharded import TokenSlice, build, describe, require_shardable
 from profiling_in_pytorch.traces import ranks as rank_traces
 from profiling_in_pytorch.traces import checks as ex
 
 LABEL = "tp_mlp_fwd"
 EXPOSED_MARGIN = 0.15  # beyond the last chunk's share: its start waits for the slower rank, chunks are not all equal
+ASYNC_TP_EXPOSED = 0.5  # of async-TP's transfer time, exposed: a guess before the H100 run (docs/tensor-parallel.md)
 
 
 def variants_flag(text):
@@ -89,15 +99,40 @@ def require_valid(args, ranks):
         raise UsageError(f"--cuda_graph captures the {' or '.join(GRAPHABLE)} variant: name only those in --variant")
     if args.cuda_graph and ranks.device.type != "cuda":
         raise UsageError("--cuda_graph captures a forward in a CUDA graph: it needs GPUs")
-    require_shardable(args.hidden, ranks.world, args.batch * args.seq, args.chunks)
+    gpu_only = [v for v in args.variant if v in GPU_ONLY]
+    if gpu_only and ranks.device.type != "cuda":
+        raise UsageError(f"--variant {gpu_only[0]} runs on PyTorch's symmetric memory between GPUs: it needs GPUs "
+                         "(seqpar is the same split through gloo on a CPU)")
+    if (args.sm_carveout or args.nccl_channels) and ranks.device.type != "cuda":
+        raise UsageError("--sm_carveout and --nccl_channels share a GPU's SMs between GEMMs and NCCL: they need GPUs")
+    if args.sm_carveout is not None and not hasattr(torch._C, "_set_sm_carveout_experimental"):
+        raise UsageError(f"--sm_carveout needs torch._C._set_sm_carveout_experimental, which torch {torch.__version__} "
+                         "lacks")
+    require_shardable(args.hidden, ranks.world, args.batch * args.seq, args.chunks, args.variant)
     if "dtensor-compile" in args.variant and ranks.device.type == "cpu":  # compiled in the profile and the timings
         lesson.require_cpp_compiler()
 
 
-def expectations(variant, args, eager_dtensor_trace):
+def expectations(variant, args, eager_dtensor_trace, on_gpu):
     """What each variant's trace shows on every rank (read by traces/communication.py)."""
     checks = [ex.profiler_steps()]
-    if variant == "overlap":
+    if variant == "seqpar":
+        # gloo has no reduce-scatter of its own: it all-reduces the whole of y and each rank keeps its rows.
+        scatter, how = ("ReduceScatter", "each rank keeping its tokens' sums") if on_gpu else (
+            "AllReduce", "gloo runs reduce_scatter_tensor as an all-reduce of all of y, each rank keeping its rows")
+        checks += [
+            ex.collectives_per_step(1, "AllGather", why="x's token slices, gathered before gate and up", others_ok=True),
+            ex.collectives_per_step(1, scatter, why=f"down_proj's partial sums, {how}", others_ok=True),
+            ex.exposed_share_at_least(0.9, why="the gather comes before all the compute, the scatter after it",
+                                      what="all-gather and reduce-scatter"),
+        ]
+    elif variant == "async-tp":
+        checks += [
+            ex.no_nccl_kernel(why="symmetric memory: the GPUs read each other's buffers, no NCCL"),
+            ex.exposed_share_at_most(ASYNC_TP_EXPOSED, what="transfer", why="each shard's copy runs beside the "
+                                     "matmul of the shard before it; the first shard and the last sum wait"),
+        ]
+    elif variant == "overlap":
         chunks, limit = args.chunks, min(1.0, 1 / args.chunks + EXPOSED_MARGIN)
         checks += [
             ex.collectives_per_step(chunks, why=f"one per chunk of ~{args.batch * args.seq // chunks} tokens"),
@@ -119,7 +154,7 @@ def expectations(variant, args, eager_dtensor_trace):
 def profile_variant(variant, args, ranks):
     """One variant on this rank: built from the post's module, checked, profiled, its trace written and read.
     Returns whether its output matched the single-process module's."""
-    name = describe(variant, args.chunks, args.cuda_graph)
+    name = describe(variant, args.chunks, args.cuda_graph, args.sm_carveout)
     run = runs.rank_run(__file__, args, variant, ranks, label=f"{LABEL} · {name} · {ranks.describe()}")
 
     # The post's module, whole, on every rank (same seed, same weights), and its input; the variant keeps this
@@ -129,16 +164,23 @@ def profile_variant(variant, args, ranks):
     torch.manual_seed(0)
     reference = SimpleGeGLUMLP(args.dim, args.hidden).to(run.device, run.dtype).eval()
     x = torch.randn(args.batch, args.seq, args.dim, device=run.device, dtype=run.dtype)
-    model = build(variant, reference, x, ranks, chunks=args.chunks, cuda_graph=args.cuda_graph)
-    # Every rank's y against the single-process module's (judged in fp32), before profiling.
-    outputs_agree = lesson.check_output(name, model, reference, x)
+    model = build(variant, reference, x, ranks, chunks=args.chunks, cuda_graph=args.cuda_graph,
+                  sm_carveout=args.sm_carveout)
+    # Every rank's y against the single-process module's (judged in fp32), before profiling; a sequence-parallel
+    # rank's rows of y against the same rows of the module's.
+    if variant in SEQUENCE_SHARDED:
+        reference_output = TokenSlice(reference, variant, ranks.rank, ranks.world)
+    else:
+        reference_output = reference
+    outputs_agree = lesson.check_output(name, model, reference_output, x)
 
     def step():
         with torch.no_grad(), record_function(LABEL):
             return model(x)
 
     # Guess first, then look.
-    expected = expectations(variant, args, runs.other_variant(run, __file__, args, "dtensor", ranks))
+    expected = expectations(variant, args, runs.other_variant(run, __file__, args, "dtensor", ranks),
+                            on_gpu=run.device.type == "cuda")
     lesson.announce(expected, run, compiled_already=True)
     step()  # compiled, captured and warm before the profile
     lesson.synchronize(run.device)
@@ -180,14 +222,20 @@ def main(argv=None):
     parser.add_argument("--chunks", type=positive_int, default=DEFAULT_CHUNKS,
                         help=f"with overlap: the token chunks, one all-reduce each (default: {DEFAULT_CHUNKS})")
     parser.add_argument("--cuda_graph", action="store_true",
-                        help="capture the plain or overlap forward in a CUDA graph, replayed each step (GPUs only)")
+                        help=f"capture the {', '.join(GRAPHABLE)} forward in a CUDA graph, replayed each step (GPUs "
+                        "only)")
+    parser.add_argument("--sm_carveout", type=positive_int, default=None, metavar="SMS",
+                        help="the split variants' cuBLAS GEMMs leave this many SMs free for NCCL (PyTorch's "
+                        "experimental SM carveout; GPUs only)")
+    parser.add_argument("--nccl_channels", type=positive_int, default=None, metavar="N",
+                        help="NCCL runs on N channels, one SM each (NCCL_MIN_NCHANNELS=NCCL_MAX_NCHANNELS=N; GPUs only)")
     parser.add_argument("--bench", action="store_true",
                         help="after the profiles, time each variant's forward against one GPU's, in this run")
     args = parse_on_every_rank(parser, argv)
     require_torchrun(__file__, argv)
 
     # torchrun started one process per rank: join them (NCCL between GPUs, gloo between CPU processes).
-    with process_group(args.device) as ranks:
+    with process_group(args.device, nccl_channels=args.nccl_channels) as ranks:
         require_valid(args, ranks)
         outputs_agree = all([profile_variant(variant, args, ranks) for variant in args.variant])
         if args.bench:

@@ -1,4 +1,4 @@
-"""The post's MLP split over the ranks: gate and up by columns, down by rows, one all-reduce. Four ways to run it.
+"""The post's MLP split over the ranks: gate and up by columns, down by rows, one all-reduce. Six ways to run it.
 
 Each rank keeps hidden/N of the hidden features: rows r·hidden/N … (r+1)·hidden/N of gate_proj's and up_proj's
 weights (each rank computes its slice of g, u, h and m: GELU and the product act feature by feature, so nothing is
@@ -9,8 +9,15 @@ One all-reduce adds the N partial sums, and every rank holds y.
     dtensor-compile   the same under torch.compile
     plain             ShardedGeGLUMLP: plain tensors, and one `dist.all_reduce(y)`
     overlap           OverlappedGeGLUMLP: the tokens in chunks, chunk i's all-reduce running while chunk i+1 computes
+    seqpar            SequenceParallelGeGLUMLP: Megatron's sequence parallelism, each rank holding its slice of the
+                      tokens: all-gather x, the same GEMMs, reduce-scatter y (each rank keeps its tokens' rows of y)
+    async-tp          AsyncTensorParallelGeGLUMLP: the same split through PyTorch's symmetric memory, the all-gather
+                      inside gate/up's matmul and the reduce-scatter inside down's (torch.ops.symm_mem), pipelined
+                      shard by shard with copy-engine transfers between the GPUs (GPUs only)
 
-plain and overlap can also be captured in a CUDA graph (`GraphedForward`), NCCL's all-reduce included.
+plain, overlap and seqpar can also be captured in a CUDA graph (`GraphedForward`), NCCL's collectives included.
+seqpar and async-tp return this rank's token slice of y (`SEQUENCE_SHARDED`): `wanted_rows` says which rows of the
+single-process module's output that is.
 """
 
 from __future__ import annotations
@@ -24,8 +31,10 @@ from torch import nn
 
 from profiling_in_pytorch.errors import UsageError
 
-VARIANTS = ("dtensor", "dtensor-compile", "plain", "overlap")
-GRAPHABLE = ("plain", "overlap")
+VARIANTS = ("dtensor", "dtensor-compile", "plain", "overlap", "seqpar", "async-tp")
+GRAPHABLE = ("plain", "overlap", "seqpar")
+SEQUENCE_SHARDED = ("seqpar", "async-tp")  # x and y split by tokens over the ranks
+GPU_ONLY = ("async-tp",)
 DEFAULT_CHUNKS = 4
 
 
@@ -35,12 +44,37 @@ def shard(total: int, rank: int, world: int) -> slice:
     return slice(rank * size, (rank + 1) * size)
 
 
-def require_shardable(hidden: int, world: int, tokens: int, chunks: int) -> None:
-    """One line (exit 2) for sizes the split cannot take: hidden features in equal shares, a token per chunk."""
+def require_shardable(hidden: int, world: int, tokens: int, chunks: int, variants=()) -> None:
+    """One line (exit 2) for sizes the split cannot take: hidden features in equal shares, a token per chunk, and
+    for the sequence-parallel variants the tokens in equal shares."""
     if hidden % world:
         raise UsageError(f"--hidden {hidden} does not split into {world} equal shares: give a multiple of {world}")
     if chunks > tokens:
         raise UsageError(f"--chunks {chunks} is more chunks than the {tokens} tokens (batch × seq) to split")
+    split = [v for v in variants if v in SEQUENCE_SHARDED]
+    if split and tokens % world:
+        raise UsageError(f"--variant {split[0]} gives each rank tokens/{world} of the {tokens} tokens (batch × seq): "
+                         f"give a multiple of {world}")
+
+
+def wanted_rows(y: torch.Tensor, variant: str, rank: int, world: int) -> torch.Tensor:
+    """What `variant` returns on this rank, cut from the single-process module's output `y`: all of it, or for the
+    sequence-parallel variants this rank's token slice, [tokens/N, dim]."""
+    if variant not in SEQUENCE_SHARDED:
+        return y
+    return y.reshape(-1, y.shape[-1])[shard(y.numel() // y.shape[-1], rank, world)]
+
+
+class TokenSlice(nn.Module):
+    """The single-process module, returning only `rank`'s token slice of its output: what a sequence-parallel
+    variant's output is checked against."""
+
+    def __init__(self, module: nn.Module, variant: str, rank: int, world: int):
+        super().__init__()
+        self.module, self.variant, self.rank, self.world = module, variant, rank, world
+
+    def forward(self, x):
+        return wanted_rows(self.module(x), self.variant, self.rank, self.world)
 
 
 class ShardedGeGLUMLP(nn.Module):
@@ -103,6 +137,71 @@ class OverlappedGeGLUMLP(ShardedGeGLUMLP):
         return y.view(*x.shape[:-1], y.shape[-1])
 
 
+class SequenceParallelGeGLUMLP(ShardedGeGLUMLP):
+    """Megatron's sequence parallelism: each rank holds its slice of the tokens (rows r·T/N … (r+1)·T/N of x's
+    tokens; in a model the previous layer's reduce-scatter leaves exactly that on the rank, here it is a view of x).
+    The forward all-gathers x, runs the same column/row-parallel GEMMs on every token, and reduce-scatters y: each
+    rank gets the sum over the ranks of its own tokens' rows. The two collectives move as many bytes as the one
+    all-reduce (an all-reduce is a reduce-scatter then an all-gather), and the output is what the next layer's
+    norm, token by token, wants: its own tokens, not every rank's copy of all of them."""
+
+    rank, world = 0, 1  # this rank's place: which slice of the tokens is its own
+
+    @classmethod
+    def from_module(cls, module: nn.Module, rank: int, world: int, **kwargs) -> "SequenceParallelGeGLUMLP":
+        part = super().from_module(module, rank, world, **kwargs)
+        part.rank, part.world = rank, world
+        return part
+
+    def forward(self, x):
+        tokens = x.reshape(-1, x.shape[-1])
+        mine = tokens[shard(len(tokens), self.rank, self.world)]  # this rank's tokens: what it holds in a model
+        gathered = mine.new_empty(len(mine) * self.world, mine.shape[-1])
+        dist.all_gather_into_tensor(gathered, mine, group=self.group)  # every rank's tokens, in rank order
+        g = self.gate_proj(gathered)
+        u = self.up_proj(gathered)
+        m = F.gelu(g, approximate="tanh") * u
+        partial = self.down_proj(m)  # this rank's partial sums of every token's y
+        y = partial.new_empty(len(mine), partial.shape[-1])
+        dist.reduce_scatter_tensor(y, partial, group=self.group)  # its own tokens' rows, summed over the ranks
+        return y
+
+
+class AsyncTensorParallelGeGLUMLP(SequenceParallelGeGLUMLP):
+    """Sequence parallel through PyTorch's async-TP (torch.ops.symm_mem, symmetric memory): `fused_all_gather_matmul`
+    gathers the ranks' token slices shard by shard, copying each peer's shard with the copy engine on a second stream
+    while the matmul of the shard already here runs (gate and up in one call), and `fused_matmul_reduce_scatter`
+    computes down's partial sums one destination rank at a time, each peer pulling its rows while the next block is
+    computed, then adds the N partials it received. No NCCL kernel; nothing that needs NVLink multicast."""
+
+    group_name = None
+
+    def join(self, group) -> "AsyncTensorParallelGeGLUMLP":
+        """Symmetric memory for the process group (torch 2.11 asks for it; later versions do it themselves)."""
+        import warnings
+
+        from torch.distributed import _symmetric_memory as symm_mem
+
+        group = group or dist.group.WORLD
+        self.group_name = group.group_name
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # deprecated, needed no more, in torch 2.15
+            symm_mem.enable_symm_mem_for_group(self.group_name)
+        # [in, out] weights as the fused ops take them, made contiguous once: gate's and up's columns side by side.
+        self.gate_up_t = torch.cat([self.gate_proj.weight, self.up_proj.weight]).t().contiguous()
+        self.down_t = self.down_proj.weight.t().contiguous()
+        return self
+
+    def forward(self, x):
+        tokens = x.reshape(-1, x.shape[-1])
+        mine = tokens[shard(len(tokens), self.rank, self.world)]
+        _, (gate_up,) = torch.ops.symm_mem.fused_all_gather_matmul(mine, [self.gate_up_t], 0, self.group_name,
+                                                                   return_A=False)
+        g, u = gate_up.chunk(2, dim=-1)
+        m = F.gelu(g, approximate="tanh") * u
+        return torch.ops.symm_mem.fused_matmul_reduce_scatter(m, self.down_t, "sum", 0, self.group_name)
+
+
 def tensor_parallel_plan() -> dict:
     """DTensor's plan for the post's module: which Linear splits how (fresh objects: a plan is applied once)."""
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
@@ -127,6 +226,46 @@ class DTensorGeGLUMLP(nn.Module):
         # RowwiseParallel returns y with its all-reduce still pending (an AsyncCollectiveTensor waits at y's first
         # use); the next layer of a model would wait there, so the forward waits here, inside its own step.
         return y.wait() if isinstance(y, AsyncCollectiveTensor) else y
+
+
+class CarvedOut:
+    """A forward whose cuBLAS GEMMs leave `sms` of the GPU's SMs free (PyTorch's experimental SM carveout, through
+    cuBLASLt): room for an NCCL kernel queued behind them to start beside them instead of after them. Set around
+    each call, so the one-GPU baseline and the other variants of the run keep every SM."""
+
+    def __init__(self, module, sms: int):
+        self.module, self.sms = module, sms
+
+    def __call__(self, x):
+        library = torch.backends.cuda.preferred_blas_library()
+        torch.backends.cuda.preferred_blas_library("cublaslt")  # the carveout is a cuBLASLt matmul attribute
+        set_carveout(self.sms)
+        try:
+            return self.module(x)
+        finally:
+            set_carveout(None)
+            torch.backends.cuda.preferred_blas_library(library)
+
+
+def set_carveout(sms: int | None) -> None:
+    """torch._C._set_sm_carveout_experimental, whose first use writes a C++ warning on stderr (it is experimental,
+    which the flag's help says): that one line is kept off the run's stderr."""
+    import os
+    import sys
+
+    if sms is None or getattr(set_carveout, "warned", False):
+        torch._C._set_sm_carveout_experimental(sms)
+        return
+    sys.stderr.flush()
+    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        torch._C._set_sm_carveout_experimental(sms)
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
+    set_carveout.warned = True
 
 
 class GraphedForward:
@@ -159,8 +298,9 @@ class GraphedForward:
 
 
 def build(variant: str, reference: nn.Module, x: torch.Tensor, ranks, *, chunks: int = DEFAULT_CHUNKS,
-          cuda_graph: bool = False):
-    """This rank's `variant` of `reference` (the post's module, the same on every rank), ready to call on x."""
+          cuda_graph: bool = False, sm_carveout: int | None = None):
+    """This rank's `variant` of `reference` (the post's module, the same on every rank), ready to call on x;
+    `sm_carveout`: its GEMMs leave that many SMs to the collectives (CarvedOut)."""
     if variant in ("dtensor", "dtensor-compile"):
         model = DTensorGeGLUMLP(reference, ranks.mesh)
         return torch.compile(model) if variant == "dtensor-compile" else model
@@ -168,17 +308,27 @@ def build(variant: str, reference: nn.Module, x: torch.Tensor, ranks, *, chunks:
         model = ShardedGeGLUMLP.from_module(reference, ranks.rank, ranks.world)
     elif variant == "overlap":
         model = OverlappedGeGLUMLP.from_module(reference, ranks.rank, ranks.world, chunks=chunks)
+    elif variant == "seqpar":
+        model = SequenceParallelGeGLUMLP.from_module(reference, ranks.rank, ranks.world)
+    elif variant == "async-tp":
+        model = AsyncTensorParallelGeGLUMLP.from_module(reference, ranks.rank, ranks.world).join(None)
     else:
         raise ValueError(f"unknown variant {variant!r}")
+    if sm_carveout:
+        model = CarvedOut(model, sm_carveout)
     return GraphedForward(model, x) if cuda_graph else model
 
 
-def describe(variant: str, chunks: int = DEFAULT_CHUNKS, cuda_graph: bool = False) -> str:
+def describe(variant: str, chunks: int = DEFAULT_CHUNKS, cuda_graph: bool = False,
+             sm_carveout: int | None = None) -> str:
     """A variant's name in a table or a check's line."""
     name = {
         "dtensor": "DTensor",
         "dtensor-compile": "DTensor, compiled",
         "plain": "plain + all_reduce",
         "overlap": f"overlap, {chunks} chunks",
+        "seqpar": "seq-parallel AG + RS",
+        "async-tp": "async-TP (symm. memory)",
     }[variant]
-    return name + (", CUDA graph" if cuda_graph else "")
+    carved = f", GEMMs -{sm_carveout} SMs" if sm_carveout and variant not in ("dtensor", "dtensor-compile") else ""
+    return name + carved + (", CUDA graph" if cuda_graph else "")
