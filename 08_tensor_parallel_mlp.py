@@ -21,9 +21,10 @@ Six ways to run it, `--variant` (several at once: `--variant plain,overlap`, or 
                       fused_all_gather_matmul (gate and up) and fused_matmul_reduce_scatter (down), the transfers
                       pipelined shard by shard on the copy engine, beside the matmuls
 
-Two knobs for hiding a collective behind GEMMs: `--sm_carveout N` makes the split variants' cuBLAS GEMMs leave N
-SMs free (an NCCL kernel queued behind a GEMM that holds every SM starts only when it ends), `--nccl_channels N`
-caps NCCL at N channels, one thread block (one SM) each (NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS = N).
+Two knobs for hiding a collective behind GEMMs: `--sm_carveout N` makes overlap's GEMMs that run beside an
+all-reduce (gate and up of every chunk but the first) leave N SMs free (an NCCL kernel queued beside a GEMM that
+holds every SM starts only when it ends), `--nccl_channels N` runs NCCL on N channels, one thread block (one SM)
+each (NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS = N).
 
 The plain variant, one rank's forward (ShardedGeGLUMLP in profiling_in_pytorch/parallel/sharded.py, whose weights
 are the post's module's, sliced; a test keeps this copy identical):
@@ -105,6 +106,8 @@ def require_valid(args, ranks):
                          "(seqpar is the same split through gloo on a CPU)")
     if (args.sm_carveout or args.nccl_channels) and ranks.device.type != "cuda":
         raise UsageError("--sm_carveout and --nccl_channels share a GPU's SMs between GEMMs and NCCL: they need GPUs")
+    if args.sm_carveout and "overlap" not in args.variant:
+        raise UsageError("--sm_carveout frees SMs beside overlap's all-reduces: add overlap to --variant")
     if args.sm_carveout is not None and not hasattr(torch._C, "_set_sm_carveout_experimental"):
         raise UsageError(f"--sm_carveout needs torch._C._set_sm_carveout_experimental, which torch {torch.__version__} "
                          "lacks")
@@ -225,7 +228,7 @@ def main(argv=None):
                         help=f"capture the {', '.join(GRAPHABLE)} forward in a CUDA graph, replayed each step (GPUs "
                         "only)")
     parser.add_argument("--sm_carveout", type=positive_int, default=None, metavar="SMS",
-                        help="the split variants' cuBLAS GEMMs leave this many SMs free for NCCL (PyTorch's "
+                        help="overlap's GEMMs beside an all-reduce leave this many SMs free for NCCL (PyTorch's "
                         "experimental SM carveout; GPUs only)")
     parser.add_argument("--nccl_channels", type=positive_int, default=None, metavar="N",
                         help="NCCL runs on N channels, one SM each (NCCL_MIN_NCHANNELS=NCCL_MAX_NCHANNELS=N; GPUs only)")

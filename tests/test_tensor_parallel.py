@@ -301,7 +301,7 @@ def test_every_variant_on_two_gpus(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert stderr_lines(result) == []
     checks = output_checks(result.stdout)
-    assert len(checks) == 4 and all(line.endswith("✓") for line in checks), checks
+    assert len(checks) == 6 and all(line.endswith("✓") for line in checks), checks
     ranks = [tmp_path / FOLDER / f"4_64_256_1024_tp2_plain_eager_rank{r}.json" for r in (0, 1)]
     nccl = [n for n in names(load_trace(ranks[0]), cat="kernel") if n.startswith(("ncclDevKernel_", "ncclKernel_"))]
     assert len(nccl) == 3, nccl  # one all-reduce per profiled step
@@ -309,6 +309,7 @@ def test_every_variant_on_two_gpus(tmp_path):
     assert report.returncode == 0 and "2 ranks" in report.stdout and "NCCL AllReduce" in report.stdout
     timings = (tmp_path / FOLDER / "4_64_256_1024_tp2_bench.md").read_text()
     assert "plain + all_reduce, CUDA graph" in timings and "overlap, 4 chunks, CUDA graph" in timings
+    assert "seq-parallel AG + RS, CUDA graph" in timings and "async-TP (symm. memory)" in timings
     assert "WRONG" not in timings
 
 

@@ -2,7 +2,7 @@
 
     traces/08_tensor_parallel_mlp/64_128_768_3072_tp2_overlap4_eager_rank0.json
 
-The tag names the world size, the variant (with its chunk count for `overlap`), `carve<N>` for the GEMMs' SM
+The tag names the world size, the variant (with its chunk count for `overlap`), `carve<N>` for overlap's SM
 carveout, `nccl<N>ch` for NCCL's channels, `graph` for a CUDA graph, then `eager` or `compile`, the dtype and `_cpu` as every lesson's do; the rank comes last, so that one run's traces differ
 only there and `trace-report RUN_rank0.json RUN_rank1.json` reads them as ranks.
 """
@@ -26,7 +26,7 @@ def variant_tag(args: argparse.Namespace, variant: str, world: int) -> list[Any]
     name = {"dtensor": "dtensor", "dtensor-compile": "dtensor", "plain": "plain", "overlap": f"overlap{args.chunks}",
             "seqpar": "seqpar", "async-tp": "asynctp"}
     carve = getattr(args, "sm_carveout", None)
-    carved = [f"carve{carve}"] if carve and variant not in ("dtensor", "dtensor-compile") else []
+    carved = [f"carve{carve}"] if carve and variant == "overlap" else []
     channels = getattr(args, "nccl_channels", None)
     nccl = [f"nccl{channels}ch"] if channels else []
     graph = ["graph"] if args.cuda_graph else []

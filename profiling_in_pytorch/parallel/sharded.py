@@ -22,6 +22,7 @@ single-process module's output that is.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 
 import torch
@@ -114,11 +115,16 @@ class ShardedGeGLUMLP(nn.Module):
 class OverlappedGeGLUMLP(ShardedGeGLUMLP):
     """The same part over the tokens in `chunks` pieces: each chunk's all-reduce starts once its down_proj is done
     and runs while the next chunk computes (async_op=True: NCCL runs it on its own stream, gloo on its own thread);
-    the forward waits for them all at the end. Only the last chunk's all-reduce has no compute left to hide behind."""
+    the forward waits for them all at the end. Only the last chunk's all-reduce has no compute left to hide behind.
 
-    def __init__(self, dim, hidden_here, group=None, device=None, dtype=None, chunks=DEFAULT_CHUNKS):
+    `sm_carveout`: the GEMMs that run while an all-reduce is in flight (gate and up of every chunk but the first)
+    leave that many SMs free. Without it, a GEMM that holds every SM keeps the NCCL kernel queued beside it from
+    starting until it ends (docs/tensor-parallel.md: what the H100s showed)."""
+
+    def __init__(self, dim, hidden_here, group=None, device=None, dtype=None, chunks=DEFAULT_CHUNKS,
+                 sm_carveout=None):
         super().__init__(dim, hidden_here, group, device, dtype)
-        self.chunks = chunks
+        self.chunks, self.sm_carveout = chunks, sm_carveout
 
     def forward(self, x):
         tokens = x.reshape(-1, x.shape[-1])
@@ -126,8 +132,9 @@ class OverlappedGeGLUMLP(ShardedGeGLUMLP):
         bounds = [len(tokens) * i // self.chunks for i in range(self.chunks + 1)]
         pending = []
         for start, end in zip(bounds, bounds[1:]):
-            g = self.gate_proj(tokens[start:end])
-            u = self.up_proj(tokens[start:end])
+            with gemms_leaving(self.sm_carveout if pending else None):  # beside the last chunk's all-reduce
+                g = self.gate_proj(tokens[start:end])
+                u = self.up_proj(tokens[start:end])
             h = F.gelu(g, approximate="tanh")
             m = h * u
             torch.mm(m, self.down_proj.weight.t(), out=y[start:end])  # this chunk's partial sums, in place in y
@@ -228,23 +235,22 @@ class DTensorGeGLUMLP(nn.Module):
         return y.wait() if isinstance(y, AsyncCollectiveTensor) else y
 
 
-class CarvedOut:
-    """A forward whose cuBLAS GEMMs leave `sms` of the GPU's SMs free (PyTorch's experimental SM carveout, through
-    cuBLASLt): room for an NCCL kernel queued behind them to start beside them instead of after them. Set around
-    each call, so the one-GPU baseline and the other variants of the run keep every SM."""
-
-    def __init__(self, module, sms: int):
-        self.module, self.sms = module, sms
-
-    def __call__(self, x):
-        library = torch.backends.cuda.preferred_blas_library()
-        torch.backends.cuda.preferred_blas_library("cublaslt")  # the carveout is a cuBLASLt matmul attribute
-        set_carveout(self.sms)
-        try:
-            return self.module(x)
-        finally:
-            set_carveout(None)
-            torch.backends.cuda.preferred_blas_library(library)
+@contextlib.contextmanager
+def gemms_leaving(sms: int | None):
+    """Inside: cuBLAS GEMMs target all but `sms` of the GPU's SMs (PyTorch's experimental SM carveout, a cuBLASLt
+    matmul attribute, so cuBLASLt is asked for), leaving room for an NCCL kernel queued beside them. Restored after,
+    so the other GEMMs of the run keep every SM. None or 0: nothing changes."""
+    if not sms:
+        yield
+        return
+    library = torch.backends.cuda.preferred_blas_library()
+    torch.backends.cuda.preferred_blas_library("cublaslt")
+    set_carveout(sms)
+    try:
+        yield
+    finally:
+        set_carveout(None)
+        torch.backends.cuda.preferred_blas_library(library)
 
 
 def set_carveout(sms: int | None) -> None:
@@ -300,22 +306,21 @@ class GraphedForward:
 def build(variant: str, reference: nn.Module, x: torch.Tensor, ranks, *, chunks: int = DEFAULT_CHUNKS,
           cuda_graph: bool = False, sm_carveout: int | None = None):
     """This rank's `variant` of `reference` (the post's module, the same on every rank), ready to call on x;
-    `sm_carveout`: its GEMMs leave that many SMs to the collectives (CarvedOut)."""
+    `sm_carveout` (overlap): the GEMMs beside an all-reduce leave that many SMs to it."""
     if variant in ("dtensor", "dtensor-compile"):
         model = DTensorGeGLUMLP(reference, ranks.mesh)
         return torch.compile(model) if variant == "dtensor-compile" else model
     if variant == "plain":
         model = ShardedGeGLUMLP.from_module(reference, ranks.rank, ranks.world)
     elif variant == "overlap":
-        model = OverlappedGeGLUMLP.from_module(reference, ranks.rank, ranks.world, chunks=chunks)
+        model = OverlappedGeGLUMLP.from_module(reference, ranks.rank, ranks.world, chunks=chunks,
+                                               sm_carveout=sm_carveout)
     elif variant == "seqpar":
         model = SequenceParallelGeGLUMLP.from_module(reference, ranks.rank, ranks.world)
     elif variant == "async-tp":
         model = AsyncTensorParallelGeGLUMLP.from_module(reference, ranks.rank, ranks.world).join(None)
     else:
         raise ValueError(f"unknown variant {variant!r}")
-    if sm_carveout:
-        model = CarvedOut(model, sm_carveout)
     return GraphedForward(model, x) if cuda_graph else model
 
 
@@ -330,5 +335,5 @@ def describe(variant: str, chunks: int = DEFAULT_CHUNKS, cuda_graph: bool = Fals
         "seqpar": "seq-parallel AG + RS",
         "async-tp": "async-TP (symm. memory)",
     }[variant]
-    carved = f", GEMMs -{sm_carveout} SMs" if sm_carveout and variant not in ("dtensor", "dtensor-compile") else ""
+    carved = f", GEMMs -{sm_carveout} SMs" if sm_carveout and variant == "overlap" else ""
     return name + carved + (", CUDA graph" if cuda_graph else "")
