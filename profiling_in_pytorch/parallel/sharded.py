@@ -244,34 +244,35 @@ def gemms_leaving(sms: int | None):
         yield
         return
     library = torch.backends.cuda.preferred_blas_library()
-    torch.backends.cuda.preferred_blas_library("cublaslt")
-    set_carveout(sms)
+    with _first_use_quiet():  # each setting writes a C++ warning at its first use: experimental, as --help says
+        torch.backends.cuda.preferred_blas_library("cublaslt")
+        torch._C._set_sm_carveout_experimental(sms)
     try:
         yield
     finally:
-        set_carveout(None)
+        torch._C._set_sm_carveout_experimental(None)
         torch.backends.cuda.preferred_blas_library(library)
 
 
-def set_carveout(sms: int | None) -> None:
-    """torch._C._set_sm_carveout_experimental, whose first use writes a C++ warning on stderr (it is experimental,
-    which the flag's help says): that one line is kept off the run's stderr."""
+@contextlib.contextmanager
+def _first_use_quiet():
+    """The first time only: file descriptor 2 to /dev/null inside (C++ warnings bypass Python's sys.stderr)."""
+    if getattr(_first_use_quiet, "done", False):
+        yield
+        return
     import os
     import sys
 
-    if sms is None or getattr(set_carveout, "warned", False):
-        torch._C._set_sm_carveout_experimental(sms)
-        return
     sys.stderr.flush()
     saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
     try:
         os.dup2(null, 2)
-        torch._C._set_sm_carveout_experimental(sms)
+        yield
     finally:
         os.dup2(saved, 2)
         os.close(saved)
         os.close(null)
-    set_carveout.warned = True
+        _first_use_quiet.done = True
 
 
 class GraphedForward:
