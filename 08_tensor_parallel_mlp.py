@@ -43,7 +43,10 @@ What to look for, per step of each rank's trace under `tp_mlp_fwd`: on GPUs one 
 protocol); on CPUs no kernel: gloo runs it on its own thread, under `gloo:all_reduce`. DTensor's trace shows why it
 loses at the post's shape: its CPU time per step (tensor-subclass dispatch in Python, redistribution) is several
 times the GPU's, and nothing overlaps the all-reduce. The overlapped variant's all-reduces run beside the next chunk's
-GEMMs. Measured on 2 H200s (NVLink, NCCL 2.28.9, torch 2.11, bf16), forward µs:
+GEMMs. seqpar shows an all-gather before the GEMMs and a reduce-scatter after them (`ncclDevKernel_AllGather_...`,
+`ncclDevKernel_ReduceScatter_Sum_bf16_...`), the same bytes as the one all-reduce; async-tp shows no NCCL kernel at
+all: `Memcpy DtoD` copies between the GPUs' buffers on a second stream beside the matmuls, inside the record
+functions `fused_all_gather_matmul` and `fused_matmul_reduce_scatter`. Measured on 2 H200s (NVLink, NCCL 2.28.9, torch 2.11, bf16), forward µs:
 
     shape                      1 GPU   DTensor        compiled DTensor   plain + all_reduce   all-reduce alone
     post 64×128, 768→3072        241   770 (0.31×)    194 (1.24×)        193 (1.25×)          72
@@ -52,6 +55,7 @@ GEMMs. Measured on 2 H200s (NVLink, NCCL 2.28.9, torch 2.11, bf16), forward µs:
     torchrun --nproc-per-node 2 08_tensor_parallel_mlp.py                          # DTensor, the post's shape
     torchrun --nproc-per-node 2 08_tensor_parallel_mlp.py --variant overlap --chunks 4 --cuda_graph
     torchrun --nproc-per-node 2 08_tensor_parallel_mlp.py --variant all --bench    # every trace, then the timings
+    torchrun --nproc-per-node 2 08_tensor_parallel_mlp.py --variant overlap --sm_carveout 16 --nccl_channels 16
     torchrun --nproc-per-node 2 08_tensor_parallel_mlp.py --device cpu --batch 2 --seq 4 --dim 16 --hidden 32
 
 (`python3 -m torch.distributed.run` where `torchrun` is not on PATH.) Each rank writes its own trace,
