@@ -20,6 +20,8 @@ Six ways to run it, `--variant` (several at once: `--variant plain,overlap`, or 
     async-tp          the same through PyTorch's symmetric memory (GPUs only): torch.ops.symm_mem's
                       fused_all_gather_matmul (gate and up) and fused_matmul_reduce_scatter (down), the transfers
                       pipelined shard by shard on the copy engine, beside the matmuls
+    async-tp-compile  seqpar in functional collectives under torch.compile with Inductor's micro-pipeline TP pass
+                      (`_micro_pipeline_tp`), which writes the same fused ops itself (GPUs only)
 
 Two knobs for hiding a collective behind GEMMs: `--sm_carveout N` makes overlap's GEMMs that run beside an
 all-reduce (gate and up of every chunk but the first) leave N SMs free (an NCCL kernel queued beside a GEMM that
@@ -104,6 +106,9 @@ def require_valid(args, ranks):
         raise UsageError(f"--cuda_graph captures the {' or '.join(GRAPHABLE)} variant: name only those in --variant")
     if args.cuda_graph and ranks.device.type != "cuda":
         raise UsageError("--cuda_graph captures a forward in a CUDA graph: it needs GPUs")
+    if args.variant == VARIANTS and ranks.device.type != "cuda":  # `all` on a CPU: those that run on one
+        args.variant = tuple(v for v in VARIANTS if v not in GPU_ONLY)
+        lesson.console.print(f"--variant all on a CPU: {', '.join(GPU_ONLY)} need GPUs, left out")
     gpu_only = [v for v in args.variant if v in GPU_ONLY]
     if gpu_only and ranks.device.type != "cuda":
         raise UsageError(f"--variant {gpu_only[0]} runs on PyTorch's symmetric memory between GPUs: it needs GPUs "
@@ -133,7 +138,7 @@ def expectations(variant, args, eager_dtensor_trace, on_gpu):
             ex.exposed_share_at_least(0.9, why="the gather comes before all the compute, the scatter after it",
                                       what="all-gather and reduce-scatter"),
         ]
-    elif variant == "async-tp":
+    elif variant in ("async-tp", "async-tp-compile"):
         checks += [
             ex.no_nccl_kernel(why="symmetric memory: the GPUs read each other's buffers, no NCCL"),
             ex.exposed_share_at_most(ASYNC_TP_EXPOSED, what="transfer", why="each shard's copy runs beside the "

@@ -168,8 +168,11 @@ def test_async_tp_computes_its_token_slice_through_the_fused_ops(monkeypatch):
         model = sharded.build("async-tp", reference, x, ranks)
         got = model(x)
         want = sharded.wanted_rows(reference(x), "async-tp", 0, 1)
+        # what async-tp-compile compiles: the same split in functional collectives, here uncompiled
+        functional = sharded.FunctionalSequenceParallelGeGLUMLP.from_module(reference, 0, 1)(x)
     assert got.shape == (8, 16)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(functional, want, rtol=1e-5, atol=1e-5)
 
 
 def test_file_names_say_the_carveout_and_nccl_channels():
@@ -301,7 +304,7 @@ def test_every_variant_on_two_gpus(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert stderr_lines(result) == []
     checks = output_checks(result.stdout)
-    assert len(checks) == 6 and all(line.endswith("✓") for line in checks), checks
+    assert len(checks) == 7 and all(line.endswith("✓") for line in checks), checks
     ranks = [tmp_path / FOLDER / f"4_64_256_1024_tp2_plain_eager_rank{r}.json" for r in (0, 1)]
     nccl = [n for n in names(load_trace(ranks[0]), cat="kernel") if n.startswith(("ncclDevKernel_", "ncclKernel_"))]
     assert len(nccl) == 3, nccl  # one all-reduce per profiled step

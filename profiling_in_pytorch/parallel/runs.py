@@ -16,7 +16,7 @@ from typing import Any
 
 from profiling_in_pytorch import lesson
 from profiling_in_pytorch.files import writable_file
-from profiling_in_pytorch.parallel.sharded import GRAPHABLE
+from profiling_in_pytorch.parallel.sharded import COMPILED, GRAPHABLE
 
 RANK_SUFFIX = "_rank{rank}"
 
@@ -24,7 +24,7 @@ RANK_SUFFIX = "_rank{rank}"
 def variant_tag(args: argparse.Namespace, variant: str, world: int) -> list[Any]:
     """The parts of the file name before `eager|compile`: sizes, world size, variant and what changes its trace."""
     name = {"dtensor": "dtensor", "dtensor-compile": "dtensor", "plain": "plain", "overlap": f"overlap{args.chunks}",
-            "seqpar": "seqpar", "async-tp": "asynctp"}
+            "seqpar": "seqpar", "async-tp": "asynctp", "async-tp-compile": "asynctp"}
     carve = getattr(args, "sm_carveout", None)
     carved = [f"carve{carve}"] if carve and variant == "overlap" else []
     channels = getattr(args, "nccl_channels", None)
@@ -34,7 +34,7 @@ def variant_tag(args: argparse.Namespace, variant: str, world: int) -> list[Any]
 
 
 def compiles(variant: str) -> bool:
-    return variant == "dtensor-compile"
+    return variant in COMPILED
 
 
 def rank_run(script: str, args: argparse.Namespace, variant: str, ranks, *, label: str,

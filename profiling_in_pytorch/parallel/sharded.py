@@ -14,6 +14,8 @@ One all-reduce adds the N partial sums, and every rank holds y.
     async-tp          AsyncTensorParallelGeGLUMLP: the same split through PyTorch's symmetric memory, the all-gather
                       inside gate/up's matmul and the reduce-scatter inside down's (torch.ops.symm_mem), pipelined
                       shard by shard with copy-engine transfers between the GPUs (GPUs only)
+    async-tp-compile  FunctionalSequenceParallelGeGLUMLP under torch.compile with Inductor's micro-pipeline TP pass,
+                      which finds all-gather → matmul and matmul → reduce-scatter and writes the same fused ops
 
 plain, overlap and seqpar can also be captured in a CUDA graph (`GraphedForward`), NCCL's collectives included.
 seqpar and async-tp return this rank's token slice of y (`SEQUENCE_SHARDED`): `wanted_rows` says which rows of the
@@ -32,10 +34,11 @@ from torch import nn
 
 from profiling_in_pytorch.errors import UsageError
 
-VARIANTS = ("dtensor", "dtensor-compile", "plain", "overlap", "seqpar", "async-tp")
+VARIANTS = ("dtensor", "dtensor-compile", "plain", "overlap", "seqpar", "async-tp", "async-tp-compile")
 GRAPHABLE = ("plain", "overlap", "seqpar")
-SEQUENCE_SHARDED = ("seqpar", "async-tp")  # x and y split by tokens over the ranks
-GPU_ONLY = ("async-tp",)
+SEQUENCE_SHARDED = ("seqpar", "async-tp", "async-tp-compile")  # x and y split by tokens over the ranks
+GPU_ONLY = ("async-tp", "async-tp-compile")
+COMPILED = ("dtensor-compile", "async-tp-compile")
 DEFAULT_CHUNKS = 4
 
 
@@ -174,6 +177,19 @@ class SequenceParallelGeGLUMLP(ShardedGeGLUMLP):
         return y
 
 
+def enable_symmetric_memory(group=None) -> str:
+    """Symmetric memory for the process group (torch 2.11 asks for it; later versions do it themselves); its name."""
+    import warnings
+
+    from torch.distributed import _symmetric_memory as symm_mem
+
+    name = (group or dist.group.WORLD).group_name
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # deprecated, needed no more, in torch 2.15
+        symm_mem.enable_symm_mem_for_group(name)
+    return name
+
+
 class AsyncTensorParallelGeGLUMLP(SequenceParallelGeGLUMLP):
     """Sequence parallel through PyTorch's async-TP (torch.ops.symm_mem, symmetric memory): `fused_all_gather_matmul`
     gathers the ranks' token slices shard by shard, copying each peer's shard with the copy engine on a second stream
@@ -184,16 +200,8 @@ class AsyncTensorParallelGeGLUMLP(SequenceParallelGeGLUMLP):
     group_name = None
 
     def join(self, group) -> "AsyncTensorParallelGeGLUMLP":
-        """Symmetric memory for the process group (torch 2.11 asks for it; later versions do it themselves)."""
-        import warnings
-
-        from torch.distributed import _symmetric_memory as symm_mem
-
-        group = group or dist.group.WORLD
-        self.group_name = group.group_name
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)  # deprecated, needed no more, in torch 2.15
-            symm_mem.enable_symm_mem_for_group(self.group_name)
+        """Symmetric memory for the process group, and the weights as the fused ops take them."""
+        self.group_name = enable_symmetric_memory(group)
         # [in, out] weights as the fused ops take them, made contiguous once: gate's and up's columns side by side.
         self.gate_up_t = torch.cat([self.gate_proj.weight, self.up_proj.weight]).t().contiguous()
         self.down_t = self.down_proj.weight.t().contiguous()
@@ -207,6 +215,24 @@ class AsyncTensorParallelGeGLUMLP(SequenceParallelGeGLUMLP):
         g, u = gate_up.chunk(2, dim=-1)
         m = F.gelu(g, approximate="tanh") * u
         return torch.ops.symm_mem.fused_matmul_reduce_scatter(m, self.down_t, "sum", 0, self.group_name)
+
+
+class FunctionalSequenceParallelGeGLUMLP(SequenceParallelGeGLUMLP):
+    """seqpar written with functional collectives (torch.distributed._functional_collectives), the form Inductor's
+    micro-pipeline TP pass reads: compiled with `_micro_pipeline_tp`, its all-gather → gate/up and down →
+    reduce-scatter become torch.ops.symm_mem's fused ops, as async-tp calls them by hand."""
+
+    def forward(self, x):
+        from torch.distributed import _functional_collectives as funcol
+
+        group = self.group or dist.group.WORLD
+        tokens = x.reshape(-1, x.shape[-1])
+        mine = tokens[shard(len(tokens), self.rank, self.world)]
+        gathered = funcol.all_gather_tensor(mine, 0, group)
+        g = self.gate_proj(gathered)
+        u = self.up_proj(gathered)
+        m = F.gelu(g, approximate="tanh") * u
+        return funcol.wait_tensor(funcol.reduce_scatter_tensor(self.down_proj(m), "sum", 0, group))
 
 
 def tensor_parallel_plan() -> dict:
@@ -320,6 +346,10 @@ def build(variant: str, reference: nn.Module, x: torch.Tensor, ranks, *, chunks:
         model = SequenceParallelGeGLUMLP.from_module(reference, ranks.rank, ranks.world)
     elif variant == "async-tp":
         model = AsyncTensorParallelGeGLUMLP.from_module(reference, ranks.rank, ranks.world).join(None)
+    elif variant == "async-tp-compile":
+        enable_symmetric_memory()  # the pass fuses only for a group with symmetric memory
+        model = FunctionalSequenceParallelGeGLUMLP.from_module(reference, ranks.rank, ranks.world)
+        return torch.compile(model, options={"_micro_pipeline_tp": True})
     else:
         raise ValueError(f"unknown variant {variant!r}")
     return GraphedForward(model, x) if cuda_graph else model
@@ -335,6 +365,7 @@ def describe(variant: str, chunks: int = DEFAULT_CHUNKS, cuda_graph: bool = Fals
         "overlap": f"overlap, {chunks} chunks",
         "seqpar": "seq-parallel AG + RS",
         "async-tp": "async-TP (symm. memory)",
+        "async-tp-compile": "async-TP, compiled",
     }[variant]
     carved = f", GEMMs -{sm_carveout} SMs" if sm_carveout and variant == "overlap" else ""
     return name + carved + (", CUDA graph" if cuda_graph else "")
