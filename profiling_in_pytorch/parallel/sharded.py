@@ -228,11 +228,14 @@ class FunctionalSequenceParallelGeGLUMLP(SequenceParallelGeGLUMLP):
         group = self.group or dist.group.WORLD
         tokens = x.reshape(-1, x.shape[-1])
         mine = tokens[shard(len(tokens), self.rank, self.world)]
-        gathered = funcol.all_gather_tensor(mine, 0, group)
+        # all_gather_single and reduce_scatter_single where torch has them (2.15); the older names before
+        all_gather = getattr(funcol, "all_gather_single", None) or funcol.all_gather_tensor
+        reduce_scatter = getattr(funcol, "reduce_scatter_single", None) or funcol.reduce_scatter_tensor
+        gathered = all_gather(mine, 0, group)
         g = self.gate_proj(gathered)
         u = self.up_proj(gathered)
         m = F.gelu(g, approximate="tanh") * u
-        return funcol.wait_tensor(funcol.reduce_scatter_tensor(self.down_proj(m), "sum", 0, group))
+        return funcol.wait_tensor(reduce_scatter(self.down_proj(m), "sum", 0, group))
 
 
 def tensor_parallel_plan() -> dict:
