@@ -141,23 +141,13 @@ def test_async_tp_computes_its_token_slice_through_the_fused_ops(monkeypatch):
     """One rank (gloo, in this process), torch.ops.symm_mem's fused ops replaced by PyTorch's own reference
     implementations of them (all-gather then matmul; matmul then reduce-scatter), which run on a CPU: the variant's
     weights and layout give the module's output."""
-    import socket
-
     import torch.distributed._symmetric_memory as symm_mem
 
     from profiling_in_pytorch.mlp import SimpleGeGLUMLP
     from profiling_in_pytorch.parallel import sharded
     from profiling_in_pytorch.parallel.launch import process_group
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    for name, value in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
-                        "MASTER_PORT": str(port)}.items():
-        monkeypatch.setenv(name, value)
-    for name in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
-                 "TORCH_NCCL_HIGH_PRIORITY"):
-        monkeypatch.setenv(name, os.environ.get(name, ""))  # set in there: restored after
+    one_rank_here(monkeypatch)
     monkeypatch.setattr(torch.ops.symm_mem, "fused_all_gather_matmul", symm_mem._fused_all_gather_matmul_fallback)
     monkeypatch.setattr(torch.ops.symm_mem, "fused_matmul_reduce_scatter",
                         symm_mem._fused_matmul_reduce_scatter_fallback)
@@ -247,20 +237,29 @@ def test_the_lesson_shows_the_plain_forward_as_it_is_defined():
     assert source.strip() == shown.strip(), shown
 
 
-def test_joining_forces_nvlink_multicast_off(monkeypatch):
-    """One rank (gloo, in this process): the variables are forced to their off values, not merely defaulted."""
+def one_rank_here(monkeypatch) -> None:
+    """torchrun's variables for a run of one rank in this process, on a free port; the variables that joining sets
+    are restored after the test."""
     import socket
-
-    from profiling_in_pytorch.parallel.launch import NO_MULTICAST, process_group
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     for name, value in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
-                        "MASTER_PORT": str(port), "NCCL_NVLS_ENABLE": "1", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "0",
-                        "NVSHMEM_DISABLE_NVLS": "0"}.items():
+                        "MASTER_PORT": str(port)}.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.delenv("TORCH_NCCL_HIGH_PRIORITY", raising=False)  # set in there: restored to absent after
+    for name in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
+                 "TORCH_NCCL_HIGH_PRIORITY"):
+        monkeypatch.delenv(name, raising=False)  # set in there: restored after
+
+
+def test_joining_forces_nvlink_multicast_off(monkeypatch):
+    """One rank (gloo, in this process): the variables are forced to their off values, not merely defaulted."""
+    from profiling_in_pytorch.parallel.launch import NO_MULTICAST, process_group
+
+    one_rank_here(monkeypatch)
+    for name in NO_MULTICAST:
+        monkeypatch.setenv(name, "0" if name == "TORCH_SYMM_MEM_DISABLE_MULTICAST" else "1")  # multicast on
     with process_group("cpu") as ranks:
         assert (ranks.rank, ranks.world, ranks.backend) == (0, 1, "gloo")
         assert {name: os.environ[name] for name in NO_MULTICAST} == {
