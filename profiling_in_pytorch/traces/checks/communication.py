@@ -47,6 +47,12 @@ NCCL_WAITS = (
     "inside it, time that no compute hides (the ranks' skew: trace-report RUN_rank0.json RUN_rank1.json)"
 )
 
+SYMMETRIC_WAITS = (
+    "symmetric memory's barrier kernels run from when the GPU reaches them until every rank has: a rank whose CPU "
+    "issues the step later (async-TP's pipelining is Python, several ops per shard) keeps the others' barriers "
+    "spinning, and the last shard's copy and the sum of the partials have no matmul left beside them"
+)
+
 
 def _read(trace: Trace) -> Communication | Outcome:
     found = communication(trace)
@@ -125,7 +131,8 @@ def exposed_share_at_most(limit: float, why: str = "", claim: str = "", what: st
             return found
         share = found.exposed_share
         ok = share is not None and share <= limit
-        reason = None if ok else GLOO_SLOW if found.where == "cpu" else NCCL_WAITS
+        nccl = any(c.nccl is not None for c in found.collectives)
+        reason = None if ok else GLOO_SLOW if found.where == "cpu" else NCCL_WAITS if nccl else SYMMETRIC_WAITS
         return Outcome(ok, _exposure_text(found), reason)
 
     text = f"at most {limit:.0%} of the {what} time exposed" + (f" ({why})" if why else "")
