@@ -199,9 +199,19 @@ class AsyncTensorParallelGeGLUMLP(SequenceParallelGeGLUMLP):
 
     group_name = None
 
-    def join(self, group) -> "AsyncTensorParallelGeGLUMLP":
-        """Symmetric memory for the process group, and the weights as the fused ops take them."""
+    def join(self, group, x: torch.Tensor | None = None) -> "AsyncTensorParallelGeGLUMLP":
+        """Symmetric memory for the process group, and the weights as the fused ops take them. With `x`, the group's
+        symmetric-memory workspace is sized now for the larger of the two ops (the reduce-scatter's two buffers of
+        this rank's rows of y), every rank together: the forward then never re-allocates and re-rendezvouses it
+        between its two ops, which it otherwise does on its first call. (The lesson's one 7B run of this variant
+        stopped inside that first call; a script making the same calls did not, so this is a precaution, not a
+        cure shown to work.)"""
         self.group_name = enable_symmetric_memory(group)
+        if x is not None and x.is_cuda:
+            from torch.distributed._symmetric_memory import get_symm_mem_workspace
+
+            rows = x.numel() // x.shape[-1] // self.world
+            get_symm_mem_workspace(self.group_name, 2 * rows * self.down_proj.out_features * x.element_size())
         # [in, out] weights as the fused ops take them, made contiguous once: gate's and up's columns side by side.
         self.gate_up_t = torch.cat([self.gate_proj.weight, self.up_proj.weight]).t().contiguous()
         self.down_t = self.down_proj.weight.t().contiguous()
@@ -348,7 +358,7 @@ def build(variant: str, reference: nn.Module, x: torch.Tensor, ranks, *, chunks:
     elif variant == "seqpar":
         model = SequenceParallelGeGLUMLP.from_module(reference, ranks.rank, ranks.world)
     elif variant == "async-tp":
-        model = AsyncTensorParallelGeGLUMLP.from_module(reference, ranks.rank, ranks.world).join(None)
+        model = AsyncTensorParallelGeGLUMLP.from_module(reference, ranks.rank, ranks.world).join(None, x)
     elif variant == "async-tp-compile":
         import warnings
 
