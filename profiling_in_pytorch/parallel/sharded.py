@@ -212,17 +212,19 @@ class AsyncTensorParallelGeGLUMLP(SequenceParallelGeGLUMLP):
 
             rows = x.numel() // x.shape[-1] // self.world
             get_symm_mem_workspace(self.group_name, 2 * rows * self.down_proj.out_features * x.element_size())
-        # [in, out] weights as the fused ops take them, made contiguous once: gate's and up's columns side by side.
-        self.gate_up_t = torch.cat([self.gate_proj.weight, self.up_proj.weight]).t().contiguous()
+        # [in, out] weights as the fused ops take them, made contiguous once. Gate and up stay two matrices (two
+        # outputs): one [dim, 2·hidden/N] matrix would give g and u as strided halves of one output, and GELU·mul on
+        # those took ATen's generic elementwise path on 2 H100s at 7B (130 + 135 µs, against 59 + 90 contiguous).
+        self.gate_t = self.gate_proj.weight.t().contiguous()
+        self.up_t = self.up_proj.weight.t().contiguous()
         self.down_t = self.down_proj.weight.t().contiguous()
         return self
 
     def forward(self, x):
         tokens = x.reshape(-1, x.shape[-1])
         mine = tokens[shard(len(tokens), self.rank, self.world)]
-        _, (gate_up,) = torch.ops.symm_mem.fused_all_gather_matmul(mine, [self.gate_up_t], 0, self.group_name,
-                                                                   return_A=False)
-        g, u = gate_up.chunk(2, dim=-1)
+        _, (g, u) = torch.ops.symm_mem.fused_all_gather_matmul(mine, [self.gate_t, self.up_t], 0, self.group_name,
+                                                               return_A=False)
         m = F.gelu(g, approximate="tanh") * u
         return torch.ops.symm_mem.fused_matmul_reduce_scatter(m, self.down_t, "sum", 0, self.group_name)
 
