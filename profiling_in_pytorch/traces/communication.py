@@ -150,13 +150,14 @@ class Communication:
         return sum(s.exposed_us for s in self.steps) / comm if comm > 0 else None
 
     def kinds(self) -> list[tuple[str, str, int, float]]:
-        """(name, what it is, count, mean µs) per distinct collective name, in order of first appearance."""
-        rows: dict[str, list] = {}
+        """(name, what it is, count, mean µs) per distinct collective name and kind, in order of first appearance
+        (one memcpy name serves async-TP's all-gather and its reduce-scatter: a row each)."""
+        rows: dict[tuple[str, str], list] = {}
         for c in self.collectives:
-            row = rows.setdefault(c.name, [c, 0, 0.0])
+            row = rows.setdefault((c.name, c.collective), [c, 0, 0.0])
             row[1] += 1
             row[2] += c.dur
-        return [(name, _what(first), n, total / n) for name, (first, n, total) in rows.items()]
+        return [(name, _what(first), n, total / n) for (name, _), (first, n, total) in rows.items()]
 
     def to_dict(self) -> dict:
         share = self.exposed_share
@@ -320,9 +321,10 @@ def _what(c: Collective) -> str:
         if c.nccl.generic:
             return f"{c.collective} ({GENERIC_NOTE})"
         return c.nccl.describe()
-    if c.where == "gpu" and c.work is not None and c.work.kind == "memcpy":
-        return (f"{c.collective} of PyTorch's symmetric memory (async-TP): a copy-engine transfer between the GPUs' "
-                "mapped buffers, no SM used")
+    if c.where == "gpu" and c.name.startswith("Memcpy"):  # by name: a rank's collectives may have dropped `work`
+        what = ("from a peer GPU's mapped buffer" if "PtoP" in c.name else
+                "between buffers of this GPU (its shard into the buffer the peers read, or back)")
+        return f"{c.collective} of PyTorch's symmetric memory (async-TP): a copy-engine transfer {what}, no SM used"
     if c.where == "gpu":
         return f"{c.collective}: a symmetric-memory kernel (the ranks meeting through each other's memory, no NCCL)"
     found = BACKEND_LABEL.match(c.name)
