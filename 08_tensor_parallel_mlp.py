@@ -7,7 +7,7 @@ feature by feature, nothing is exchanged) and the same columns of down_proj's we
 Per rank and forward: the three GEMMs at 1/N of the FLOPs, GELU and mul on 1/N of the elements, and the all-reduce
 of y, [tokens, dim] (12.6 MB at the post's shape in bf16, as large as x).
 
-Six ways to run it, `--variant` (several at once: `--variant plain,overlap`, or `all`):
+Seven ways to run it, `--variant` (several at once: `--variant plain,overlap`, or `all`):
 
     dtensor           PyTorch's tensor-parallel API: the post's module, parallelize_module(mlp, mesh, plan) with
                       {"gate_proj": ColwiseParallel(), "up_proj": ColwiseParallel(), "down_proj": RowwiseParallel()}
@@ -48,8 +48,9 @@ loses at the post's shape: its CPU time per step (tensor-subclass dispatch in Py
 times the GPU's, and nothing overlaps the all-reduce. The overlapped variant's all-reduces run beside the next chunk's
 GEMMs. seqpar shows an all-gather before the GEMMs and a reduce-scatter after them (`ncclDevKernel_AllGather_...`,
 `ncclDevKernel_ReduceScatter_Sum_bf16_...`), the same bytes as the one all-reduce; async-tp shows no NCCL kernel at
-all: `Memcpy DtoD` copies between the GPUs' buffers on a second stream beside the matmuls, inside the record
-functions `fused_all_gather_matmul` and `fused_matmul_reduce_scatter`. Measured on 2 H200s (NVLink, NCCL 2.28.9, torch 2.11, bf16), forward µs:
+all: `Memcpy PtoP` copies from the peer GPU's buffer on a second stream beside the matmuls, inside the record
+functions `fused_all_gather_matmul` and `fused_matmul_reduce_scatter` (docs/tensor-parallel.md has the H100 figures).
+Measured on 2 H200s (NVLink, NCCL 2.28.9, torch 2.11, bf16), forward µs:
 
     shape                      1 GPU   DTensor        compiled DTensor   plain + all_reduce   all-reduce alone
     post 64×128, 768→3072        241   770 (0.31×)    194 (1.24×)        193 (1.25×)          72
@@ -86,7 +87,7 @@ from profiling_in_pytorch.traces import checks as ex
 
 LABEL = "tp_mlp_fwd"
 EXPOSED_MARGIN = 0.15  # beyond the last chunk's share: its start waits for the slower rank, chunks are not all equal
-ASYNC_TP_EXPOSED = 0.5  # the guess; 2 H100s showed 78% (7B, compiled) and 98% (post's shape): barriers wait for a late rank
+ASYNC_TP_EXPOSED = 0.5  # the guess; 2 H100s: 78% (7B, compiled), 98% (post's shape), barriers waiting for a late rank
 
 
 def variants_flag(text):
@@ -134,7 +135,8 @@ def expectations(variant, args, eager_dtensor_trace, on_gpu):
         scatter, how = ("ReduceScatter", "each rank keeping its tokens' sums") if on_gpu else (
             "AllReduce", "gloo runs reduce_scatter_tensor as an all-reduce of all of y, each rank keeping its rows")
         checks += [
-            ex.collectives_per_step(1, "AllGather", why="x's token slices, gathered before gate and up", others_ok=True),
+            ex.collectives_per_step(1, "AllGather", why="x's token slices, gathered before gate and up",
+                                    others_ok=True),
             ex.collectives_per_step(1, scatter, why=f"down_proj's partial sums, {how}", others_ok=True),
             ex.exposed_share_at_least(0.9, why="the gather comes before all the compute, the scatter after it",
                                       what="all-gather and reduce-scatter"),
@@ -241,7 +243,8 @@ def main(argv=None):
                         help="overlap's GEMMs beside an all-reduce leave this many SMs free for NCCL (PyTorch's "
                         "experimental SM carveout; GPUs only)")
     parser.add_argument("--nccl_channels", type=positive_int, default=None, metavar="N",
-                        help="NCCL runs on N channels, one SM each (NCCL_MIN_NCHANNELS=NCCL_MAX_NCHANNELS=N; GPUs only)")
+                        help="NCCL runs on N channels, one SM each (NCCL_MIN_NCHANNELS=NCCL_MAX_NCHANNELS=N; GPUs "
+                        "only)")
     parser.add_argument("--bench", action="store_true",
                         help="after the profiles, time each variant's forward against one GPU's, in this run")
     args = parse_on_every_rank(parser, argv)

@@ -258,8 +258,9 @@ def test_joining_forces_nvlink_multicast_off(monkeypatch):
     from profiling_in_pytorch.parallel.launch import NO_MULTICAST, process_group
 
     one_rank_here(monkeypatch)
-    for name, on in {"NCCL_NVLS_ENABLE": "1", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "0", "NVSHMEM_DISABLE_NVLS": "0"}.items():
-        monkeypatch.setenv(name, on)  # multicast asked for
+    multicast_on = {"NCCL_NVLS_ENABLE": "1", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "0", "NVSHMEM_DISABLE_NVLS": "0"}
+    for name, on in multicast_on.items():
+        monkeypatch.setenv(name, on)
     with process_group("cpu") as ranks:
         assert (ranks.rank, ranks.world, ranks.backend) == (0, 1, "gloo")
         assert {name: os.environ[name] for name in NO_MULTICAST} == {

@@ -3,8 +3,9 @@
     traces/08_tensor_parallel_mlp/64_128_768_3072_tp2_overlap4_eager_rank0.json
 
 The tag names the world size, the variant (with its chunk count for `overlap`), `carve<N>` for overlap's SM
-carveout, `nccl<N>ch` for NCCL's channels, `graph` for a CUDA graph, then `eager` or `compile`, the dtype and `_cpu` as every lesson's do; the rank comes last, so that one run's traces differ
-only there and `trace-report RUN_rank0.json RUN_rank1.json` reads them as ranks.
+carveout, `nccl<N>ch` for NCCL's channels, `graph` for a CUDA graph, then `eager` or `compile`, the dtype and `_cpu`
+as every lesson's do; the rank comes last, so that one run's traces differ only there and
+`trace-report RUN_rank0.json RUN_rank1.json` reads them as ranks.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The post's MLP split over the ranks: gate and up by columns, down by rows, one all-reduce. Six ways to run it.
+"""The post's MLP split over the ranks: gate and up by columns, down by rows, one all-reduce. Seven ways to run it.
 
 Each rank keeps hidden/N of the hidden features: rows r·hidden/N … (r+1)·hidden/N of gate_proj's and up_proj's
 weights (each rank computes its slice of g, u, h and m: GELU and the product act feature by feature, so nothing is
