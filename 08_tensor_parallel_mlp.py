@@ -7,7 +7,7 @@ feature by feature, nothing is exchanged) and the same columns of down_proj's we
 Per rank and forward: the three GEMMs at 1/N of the FLOPs, GELU and mul on 1/N of the elements, and the all-reduce
 of y, [tokens, dim] (12.6 MB at the post's shape in bf16, as large as x).
 
-Four ways to run it, `--variant` (several at once: `--variant plain,overlap`, or `all`):
+Seven ways to run it, `--variant` (several at once: `--variant plain,overlap`, or `all`):
 
     dtensor           PyTorch's tensor-parallel API: the post's module, parallelize_module(mlp, mesh, plan) with
                       {"gate_proj": ColwiseParallel(), "up_proj": ColwiseParallel(), "down_proj": RowwiseParallel()}
@@ -15,6 +15,19 @@ Four ways to run it, `--variant` (several at once: `--variant plain,overlap`, or
     plain             plain tensors: each rank's slices as three nn.Linear, and one dist.all_reduce
     overlap           the tokens in --chunks pieces: chunk i's all-reduce runs (async_op=True, on NCCL's own stream)
                       while chunk i+1 computes; only the last one has nothing left to hide behind
+    seqpar            Megatron's sequence parallelism: each rank holds its slice of the tokens; all_gather_into_tensor
+                      of x, the same GEMMs, reduce_scatter_tensor of y (each rank keeps its tokens' rows of y)
+    async-tp          the same through PyTorch's symmetric memory (GPUs only): torch.ops.symm_mem's
+                      fused_all_gather_matmul (gate and up) and fused_matmul_reduce_scatter (down), the transfers
+                      pipelined shard by shard on the copy engine, beside the matmuls
+    async-tp-compile  seqpar in functional collectives under torch.compile with Inductor's micro-pipeline TP pass
+                      (`_micro_pipeline_tp`), which writes the same fused ops itself (GPUs only)
+
+Two knobs for sharing the SMs between GEMMs and NCCL: `--sm_carveout N` makes overlap's GEMMs that run beside an
+all-reduce (gate and up of every chunk but the first) leave N SMs free, `--nccl_channels N` runs NCCL on N
+channels, one thread block (one SM) each (NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS = N). Without them, NCCL's blocks
+take SMs from a GEMM whose grid wants them all: on 2 H100s at the 7B shape the gate GEMM beside an all-reduce ran
+166-169 µs instead of 123-131, about 40 µs for the 105 µs it hid (docs/tensor-parallel.md has what the knobs did).
 
 The plain variant, one rank's forward (ShardedGeGLUMLP in profiling_in_pytorch/parallel/sharded.py, whose weights
 are the post's module's, sliced; a test keeps this copy identical):
@@ -33,7 +46,11 @@ What to look for, per step of each rank's trace under `tp_mlp_fwd`: on GPUs one 
 protocol); on CPUs no kernel: gloo runs it on its own thread, under `gloo:all_reduce`. DTensor's trace shows why it
 loses at the post's shape: its CPU time per step (tensor-subclass dispatch in Python, redistribution) is several
 times the GPU's, and nothing overlaps the all-reduce. The overlapped variant's all-reduces run beside the next chunk's
-GEMMs. Measured on 2 H200s (NVLink, NCCL 2.28.9, torch 2.11, bf16), forward µs:
+GEMMs. seqpar shows an all-gather before the GEMMs and a reduce-scatter after them (`ncclDevKernel_AllGather_...`,
+`ncclDevKernel_ReduceScatter_Sum_bf16_...`), the same bytes as the one all-reduce; async-tp shows no NCCL kernel at
+all: `Memcpy PtoP` copies from the peer GPU's buffer on a second stream beside the matmuls, inside the record
+functions `fused_all_gather_matmul` and `fused_matmul_reduce_scatter` (docs/tensor-parallel.md has the H100 figures).
+Measured on 2 H200s (NVLink, NCCL 2.28.9, torch 2.11, bf16), forward µs:
 
     shape                      1 GPU   DTensor        compiled DTensor   plain + all_reduce   all-reduce alone
     post 64×128, 768→3072        241   770 (0.31×)    194 (1.24×)        193 (1.25×)          72
@@ -42,6 +59,7 @@ GEMMs. Measured on 2 H200s (NVLink, NCCL 2.28.9, torch 2.11, bf16), forward µs:
     torchrun --nproc-per-node 2 08_tensor_parallel_mlp.py                          # DTensor, the post's shape
     torchrun --nproc-per-node 2 08_tensor_parallel_mlp.py --variant overlap --chunks 4 --cuda_graph
     torchrun --nproc-per-node 2 08_tensor_parallel_mlp.py --variant all --bench    # every trace, then the timings
+    torchrun --nproc-per-node 2 08_tensor_parallel_mlp.py --variant overlap --sm_carveout 16 --nccl_channels 16
     torchrun --nproc-per-node 2 08_tensor_parallel_mlp.py --device cpu --batch 2 --seq 4 --dim 16 --hidden 32
 
 (`python3 -m torch.distributed.run` where `torchrun` is not on PATH.) Each rank writes its own trace,
@@ -62,13 +80,14 @@ from profiling_in_pytorch.mlp.simple import forward_elements
 from profiling_in_pytorch.parallel import runs, timing
 from profiling_in_pytorch.parallel.launch import leaves_at_once, one_voice, parse_on_every_rank, process_group
 from profiling_in_pytorch.parallel.launch import require_torchrun
-from profiling_in_pytorch.parallel.sharded import DEFAULT_CHUNKS, GRAPHABLE, VARIANTS, build, describe
-from profiling_in_pytorch.parallel.sharded import require_shardable
+from profiling_in_pytorch.parallel.sharded import DEFAULT_CHUNKS, GPU_ONLY, GRAPHABLE, SEQUENCE_SHARDED, VARIANTS
+from profiling_in_pytorch.parallel.sharded import TokenSlice, build, describe, require_shardable
 from profiling_in_pytorch.traces import ranks as rank_traces
 from profiling_in_pytorch.traces import checks as ex
 
 LABEL = "tp_mlp_fwd"
 EXPOSED_MARGIN = 0.15  # beyond the last chunk's share: its start waits for the slower rank, chunks are not all equal
+ASYNC_TP_EXPOSED = 0.5  # the guess; 2 H100s: 78% (7B, compiled), 98% (post's shape), barriers waiting for a late rank
 
 
 def variants_flag(text):
@@ -89,15 +108,46 @@ def require_valid(args, ranks):
         raise UsageError(f"--cuda_graph captures the {' or '.join(GRAPHABLE)} variant: name only those in --variant")
     if args.cuda_graph and ranks.device.type != "cuda":
         raise UsageError("--cuda_graph captures a forward in a CUDA graph: it needs GPUs")
-    require_shardable(args.hidden, ranks.world, args.batch * args.seq, args.chunks)
+    if args.variant == VARIANTS and ranks.device.type != "cuda":  # `all` on a CPU: those that run on one
+        args.variant = tuple(v for v in VARIANTS if v not in GPU_ONLY)
+        lesson.console.print(f"--variant all on a CPU: {', '.join(GPU_ONLY)} need GPUs, left out")
+    gpu_only = [v for v in args.variant if v in GPU_ONLY]
+    if gpu_only and ranks.device.type != "cuda":
+        raise UsageError(f"--variant {gpu_only[0]} runs on PyTorch's symmetric memory between GPUs: it needs GPUs "
+                         "(seqpar is the same split through gloo on a CPU)")
+    if (args.sm_carveout or args.nccl_channels) and ranks.device.type != "cuda":
+        raise UsageError("--sm_carveout and --nccl_channels share a GPU's SMs between GEMMs and NCCL: they need GPUs")
+    if args.sm_carveout and "overlap" not in args.variant:
+        raise UsageError("--sm_carveout frees SMs beside overlap's all-reduces: add overlap to --variant")
+    if args.sm_carveout is not None and not hasattr(torch._C, "_set_sm_carveout_experimental"):
+        raise UsageError(f"--sm_carveout needs torch._C._set_sm_carveout_experimental, which torch {torch.__version__} "
+                         "lacks")
+    require_shardable(args.hidden, ranks.world, args.batch * args.seq, args.chunks, args.variant)
     if "dtensor-compile" in args.variant and ranks.device.type == "cpu":  # compiled in the profile and the timings
         lesson.require_cpp_compiler()
 
 
-def expectations(variant, args, eager_dtensor_trace):
+def expectations(variant, args, eager_dtensor_trace, on_gpu):
     """What each variant's trace shows on every rank (read by traces/communication.py)."""
     checks = [ex.profiler_steps()]
-    if variant == "overlap":
+    if variant == "seqpar":
+        # gloo has no reduce-scatter of its own: it all-reduces the whole of y and each rank keeps its rows.
+        scatter, how = ("ReduceScatter", "each rank keeping its tokens' sums") if on_gpu else (
+            "AllReduce", "gloo runs reduce_scatter_tensor as an all-reduce of all of y, each rank keeping its rows")
+        checks += [
+            ex.collectives_per_step(1, "AllGather", why="x's token slices, gathered before gate and up",
+                                    others_ok=True),
+            ex.collectives_per_step(1, scatter, why=f"down_proj's partial sums, {how}", others_ok=True),
+            ex.exposed_share_at_least(0.9, why="the gather comes before all the compute, the scatter after it",
+                                      what="all-gather and reduce-scatter"),
+        ]
+    elif variant in ("async-tp", "async-tp-compile"):
+        checks += [
+            ex.no_nccl_kernel(why="symmetric memory: the GPUs read each other's buffers, no NCCL"),
+            ex.exposed_share_at_most(ASYNC_TP_EXPOSED, what="transfer", why="each shard's copy runs beside the "
+                                     "matmul of the shard before it; the first shard and the last sum wait"),
+        ]
+    elif variant == "overlap":
         chunks, limit = args.chunks, min(1.0, 1 / args.chunks + EXPOSED_MARGIN)
         checks += [
             ex.collectives_per_step(chunks, why=f"one per chunk of ~{args.batch * args.seq // chunks} tokens"),
@@ -119,7 +169,7 @@ def expectations(variant, args, eager_dtensor_trace):
 def profile_variant(variant, args, ranks):
     """One variant on this rank: built from the post's module, checked, profiled, its trace written and read.
     Returns whether its output matched the single-process module's."""
-    name = describe(variant, args.chunks, args.cuda_graph)
+    name = describe(variant, args.chunks, args.cuda_graph, args.sm_carveout)
     run = runs.rank_run(__file__, args, variant, ranks, label=f"{LABEL} · {name} · {ranks.describe()}")
 
     # The post's module, whole, on every rank (same seed, same weights), and its input; the variant keeps this
@@ -129,16 +179,23 @@ def profile_variant(variant, args, ranks):
     torch.manual_seed(0)
     reference = SimpleGeGLUMLP(args.dim, args.hidden).to(run.device, run.dtype).eval()
     x = torch.randn(args.batch, args.seq, args.dim, device=run.device, dtype=run.dtype)
-    model = build(variant, reference, x, ranks, chunks=args.chunks, cuda_graph=args.cuda_graph)
-    # Every rank's y against the single-process module's (judged in fp32), before profiling.
-    outputs_agree = lesson.check_output(name, model, reference, x)
+    model = build(variant, reference, x, ranks, chunks=args.chunks, cuda_graph=args.cuda_graph,
+                  sm_carveout=args.sm_carveout)
+    # Every rank's y against the single-process module's (judged in fp32), before profiling; a sequence-parallel
+    # rank's rows of y against the same rows of the module's.
+    if variant in SEQUENCE_SHARDED:
+        reference_output = TokenSlice(reference, variant, ranks.rank, ranks.world)
+    else:
+        reference_output = reference
+    outputs_agree = lesson.check_output(name, model, reference_output, x)
 
     def step():
         with torch.no_grad(), record_function(LABEL):
             return model(x)
 
     # Guess first, then look.
-    expected = expectations(variant, args, runs.other_variant(run, __file__, args, "dtensor", ranks))
+    expected = expectations(variant, args, runs.other_variant(run, __file__, args, "dtensor", ranks),
+                            on_gpu=run.device.type == "cuda")
     lesson.announce(expected, run, compiled_already=True)
     step()  # compiled, captured and warm before the profile
     lesson.synchronize(run.device)
@@ -180,14 +237,21 @@ def main(argv=None):
     parser.add_argument("--chunks", type=positive_int, default=DEFAULT_CHUNKS,
                         help=f"with overlap: the token chunks, one all-reduce each (default: {DEFAULT_CHUNKS})")
     parser.add_argument("--cuda_graph", action="store_true",
-                        help="capture the plain or overlap forward in a CUDA graph, replayed each step (GPUs only)")
+                        help=f"capture the {', '.join(GRAPHABLE)} forward in a CUDA graph, replayed each step (GPUs "
+                        "only)")
+    parser.add_argument("--sm_carveout", type=positive_int, default=None, metavar="SMS",
+                        help="overlap's GEMMs beside an all-reduce leave this many SMs free for NCCL (PyTorch's "
+                        "experimental SM carveout; GPUs only)")
+    parser.add_argument("--nccl_channels", type=positive_int, default=None, metavar="N",
+                        help="NCCL runs on N channels, one SM each (NCCL_MIN_NCHANNELS=NCCL_MAX_NCHANNELS=N; GPUs "
+                        "only)")
     parser.add_argument("--bench", action="store_true",
                         help="after the profiles, time each variant's forward against one GPU's, in this run")
     args = parse_on_every_rank(parser, argv)
     require_torchrun(__file__, argv)
 
     # torchrun started one process per rank: join them (NCCL between GPUs, gloo between CPU processes).
-    with process_group(args.device) as ranks:
+    with process_group(args.device, nccl_channels=args.nccl_channels) as ranks:
         require_valid(args, ranks)
         outputs_agree = all([profile_variant(variant, args, ranks) for variant in args.variant])
         if args.bench:

@@ -245,3 +245,24 @@ def test_less_cpu_than_another_trace_is_skipped_without_it(tmp_path, plain):
 def test_a_trace_without_collectives_fails_the_communication_checks(eager):
     outcome = ex.collectives_per_step(1).check(eager)
     assert outcome.ok is False and outcome.reason == cx.NO_COLLECTIVE
+
+
+# --- async-TP: symmetric memory, no NCCL ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("copy_us,exposed_us", [(60.0, 0.0), (130.0, 30.0)])
+def test_async_tp_copies_are_its_collectives_and_hide_behind_the_matmuls(tmp_path, copy_us, exposed_us):
+    from tp_traces import simulated_async_tp_trace
+
+    trace = read_trace(simulated_async_tp_trace(tmp_path / "asynctp_rank0.json", copy_us=copy_us))
+    found = comm.communication(trace)
+    assert found.where == "gpu"
+    assert found.per_step("AllGather") == [1, 1, 1] and found.per_step("ReduceScatter") == [1, 1, 1]
+    assert found.per_step("Barrier") == [2, 2, 2]
+    # per step: two copies beside two matmuls, two barriers alone (5 µs each)
+    assert found.comm_us_per_step == pytest.approx(2 * copy_us + 10)
+    assert found.exposed_us_per_step == pytest.approx(2 * exposed_us + 10)
+    kinds = {name: what for name, what, _, _ in found.kinds()}
+    assert "copy-engine" in kinds["Memcpy DtoD (Device -> Device)"]
+    assert cx.no_nccl_kernel().check(trace).ok
+    assert not cx.no_nccl_kernel().check(read_trace(simulated_tp_run(tmp_path)[0])).ok

@@ -36,9 +36,9 @@ def names(trace: dict, **where) -> list[str]:
 
 @pytest.fixture(scope="module")
 def cpu_run(tmp_path_factory):
-    """dtensor, plain and overlap on 2 CPU processes, then their timings: one launch."""
+    """dtensor, plain, overlap and seqpar on 2 CPU processes, then their timings: one launch."""
     folder = tmp_path_factory.mktemp("tp")
-    result = torchrun(*TINY, "--device", "cpu", "--variant", "dtensor,plain,overlap", "--bench",
+    result = torchrun(*TINY, "--device", "cpu", "--variant", "dtensor,plain,overlap,seqpar", "--bench",
                       "--trace_dir", str(folder))
     return result, folder / FOLDER
 
@@ -47,10 +47,10 @@ def test_every_variant_runs_on_two_cpu_processes_quietly(cpu_run):
     result, _ = cpu_run
     assert result.returncode == 0, result.stderr[-3000:]
     assert stderr_lines(result) == []
-    assert result.stdout.count(HEADER) == 3  # rank 0 speaks, once per variant; rank 1 is quiet
+    assert result.stdout.count(HEADER) == 4  # rank 0 speaks, once per variant; rank 1 is quiet
 
 
-@pytest.mark.parametrize("name", ["DTensor", "plain + all_reduce", "overlap, 4 chunks"])
+@pytest.mark.parametrize("name", ["DTensor", "plain + all_reduce", "overlap, 4 chunks", "seq-parallel AG + RS"])
 def test_each_variant_computes_the_single_process_modules_output(cpu_run, name):
     result, _ = cpu_run
     line = next(line for line in result.stdout.splitlines() if line.startswith(f"output check against fp32: {name} "))
@@ -73,11 +73,23 @@ def test_each_rank_writes_its_trace_with_its_all_reduces(cpu_run, variant, colle
     assert not list(folder.glob(".*")), "temporary files left behind"
 
 
+def test_sequence_parallel_gathers_x_and_scatters_y_on_each_rank(cpu_run):
+    _, folder = cpu_run
+    for rank in (0, 1):
+        trace = load_trace(folder / f"2_4_16_32_tp2_seqpar_eager_fp32_cpu_rank{rank}.json")
+        ops, labels = names(trace, cat="cpu_op"), names(trace, cat="user_annotation")
+        assert ops.count("c10d::_allgather_base_") == 3 and ops.count("c10d::_reduce_scatter_base_") == 3
+        assert "c10d::allreduce_" not in ops
+        # gloo has no reduce-scatter of its own: it all-reduces y whole, each rank keeping its rows
+        assert labels.count("gloo:all_gather") == 3 and labels.count("gloo:all_reduce") == 3
+
+
 def test_the_checks_and_the_ranks_table(cpu_run):
     out = cpu_run[0].stdout
-    assert out.count("✓ one AllReduce per step") == 2 and "✓ 4 AllReduce per step" in out
+    assert out.count("✓ one AllReduce per step") == 3 and "✓ 4 AllReduce per step" in out
+    assert "✓ one AllGather per step" in out and "✓ at least 90% of the all-gather and reduce-scatter time" in out
     assert "✓ the CPU takes longer to issue a step than the GPU takes to run it" in out  # DTensor's dispatch
-    assert out.count("2 ranks · rank 0:") == 3 and "skew between ranks" in out
+    assert out.count("2 ranks · rank 0:") == 4 and "skew between ranks" in out
     assert "all ranks: " in out and "_rank1.json" in out
 
 
@@ -86,7 +98,8 @@ def test_the_timings_table(cpu_run):
     table = (folder / "2_4_16_32_tp2_bench_fp32_cpu.md").read_text()
     rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line]
     first_cells = [row.split(" | ")[0] for row in rows]
-    assert first_cells == ["| variant", "| 1 process", "| DTensor", "| plain + all_reduce", "| overlap, 4 chunks"]
+    assert first_cells == ["| variant", "| 1 process", "| DTensor", "| plain + all_reduce", "| overlap, 4 chunks",
+                           "| seq-parallel AG + RS"]
     assert "WRONG" not in table and "× 1 process" in result.stdout
 
 
@@ -95,8 +108,8 @@ def test_the_timings_table_keeps_each_variant_name_whole_in_80_columns():
 
     from profiling_in_pytorch.parallel import sharded, timing
 
-    names = ["1 GPU", "1 GPU, CUDA graph"] + [sharded.describe(v, 4, graph) for v in ("plain", "overlap")
-                                               for graph in (False, True)]
+    names = ["1 GPU", "1 GPU, CUDA graph"] + [sharded.describe(v, 4, graph, carve) for v in sharded.VARIANTS[2:]
+                                               for graph in (False, True) for carve in (None, 32)]
     rows = [timing.Row(name, 1234.5, 1000.0, 456.7) for name in names]
     console = Console(width=80, record=True, color_system=None)
     console.print(timing.table(rows, "forward µs"))
@@ -114,6 +127,55 @@ def test_trace_report_reads_both_ranks_and_finds_the_all_reduce(cpu_run):
     assert "2 ranks" in result.stdout and "gloo:all_reduce" in result.stdout
     payload = json.loads(run_script("-m", "profiling_in_pytorch.traces.report", "--json", *map(str, ranks)).stdout)
     assert [r["communication"]["steps"][0]["collectives"][0]["collective"] for r in payload["ranks"]] == ["AllReduce"] * 2
+
+
+def test_async_tp_on_a_cpu_is_one_line(tmp_path):
+    result = torchrun(*TINY, "--device", "cpu", "--variant", "plain,async-tp", "--trace_dir", str(tmp_path), nproc=1)
+    assert result.returncode != 0
+    ours = [line for line in stderr_lines(result) if "08_tensor_parallel_mlp.py: error:" in line]
+    assert len(ours) == 1 and "--variant async-tp runs on PyTorch's symmetric memory" in ours[0], result.stderr
+    assert not list(tmp_path.rglob("*.json"))
+
+
+def test_async_tp_computes_its_token_slice_through_the_fused_ops(monkeypatch):
+    """One rank (gloo, in this process), torch.ops.symm_mem's fused ops replaced by PyTorch's own reference
+    implementations of them (all-gather then matmul; matmul then reduce-scatter), which run on a CPU: the variant's
+    weights and layout give the module's output."""
+    import torch.distributed._symmetric_memory as symm_mem
+
+    from profiling_in_pytorch.mlp import SimpleGeGLUMLP
+    from profiling_in_pytorch.parallel import sharded
+    from profiling_in_pytorch.parallel.launch import process_group
+
+    one_rank_here(monkeypatch)
+    monkeypatch.setattr(torch.ops.symm_mem, "fused_all_gather_matmul", symm_mem._fused_all_gather_matmul_fallback)
+    monkeypatch.setattr(torch.ops.symm_mem, "fused_matmul_reduce_scatter",
+                        symm_mem._fused_matmul_reduce_scatter_fallback)
+    torch.manual_seed(0)
+    reference = SimpleGeGLUMLP(16, 32).eval()
+    x = torch.randn(2, 4, 16)
+    with process_group("cpu") as ranks, torch.no_grad():
+        model = sharded.build("async-tp", reference, x, ranks)
+        got = model(x)
+        want = sharded.wanted_rows(reference(x), "async-tp", 0, 1)
+        # what async-tp-compile compiles: the same split in functional collectives, here uncompiled
+        functional = sharded.FunctionalSequenceParallelGeGLUMLP.from_module(reference, 0, 1)(x)
+    assert got.shape == (8, 16)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(functional, want, rtol=1e-5, atol=1e-5)
+
+
+def test_file_names_say_the_carveout_and_nccl_channels():
+    import argparse
+
+    from profiling_in_pytorch.parallel.runs import variant_tag
+
+    flags = argparse.Namespace(batch=2, seq=4, dim=16, hidden=32, chunks=4, cuda_graph=True, sm_carveout=16,
+                               nccl_channels=8)
+    assert variant_tag(flags, "overlap", 2) == [2, 4, 16, 32, "tp2", "overlap4", "carve16", "nccl8ch", "graph"]
+    assert variant_tag(flags, "dtensor", 2) == [2, 4, 16, 32, "tp2", "dtensor", "nccl8ch", "graph"]
+    plain = argparse.Namespace(**{**vars(flags), "sm_carveout": None, "nccl_channels": None, "cuda_graph": False})
+    assert variant_tag(plain, "async-tp", 4) == [2, 4, 16, 32, "tp4", "asynctp"]
 
 
 def test_one_rank_runs_and_dtensor_missing_all_reduce_says_why(tmp_path):
@@ -175,20 +237,30 @@ def test_the_lesson_shows_the_plain_forward_as_it_is_defined():
     assert source.strip() == shown.strip(), shown
 
 
-def test_joining_forces_nvlink_multicast_off(monkeypatch):
-    """One rank (gloo, in this process): the variables are forced to their off values, not merely defaulted."""
+def one_rank_here(monkeypatch) -> None:
+    """torchrun's variables for a run of one rank in this process, on a free port; the variables that joining sets
+    are restored after the test."""
     import socket
-
-    from profiling_in_pytorch.parallel.launch import NO_MULTICAST, process_group
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     for name, value in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
-                        "MASTER_PORT": str(port), "NCCL_NVLS_ENABLE": "1", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "0",
-                        "NVSHMEM_DISABLE_NVLS": "0"}.items():
+                        "MASTER_PORT": str(port)}.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.delenv("TORCH_NCCL_HIGH_PRIORITY", raising=False)  # set in there: restored to absent after
+    for name in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
+                 "TORCH_NCCL_HIGH_PRIORITY"):
+        monkeypatch.delenv(name, raising=False)  # set in there: restored after
+
+
+def test_joining_forces_nvlink_multicast_off(monkeypatch):
+    """One rank (gloo, in this process): the variables are forced to their off values, not merely defaulted."""
+    from profiling_in_pytorch.parallel.launch import NO_MULTICAST, process_group
+
+    one_rank_here(monkeypatch)
+    multicast_on = {"NCCL_NVLS_ENABLE": "1", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "0", "NVSHMEM_DISABLE_NVLS": "0"}
+    for name, on in multicast_on.items():
+        monkeypatch.setenv(name, on)
     with process_group("cpu") as ranks:
         assert (ranks.rank, ranks.world, ranks.backend) == (0, 1, "gloo")
         assert {name: os.environ[name] for name in NO_MULTICAST} == {
@@ -232,7 +304,7 @@ def test_every_variant_on_two_gpus(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert stderr_lines(result) == []
     checks = output_checks(result.stdout)
-    assert len(checks) == 4 and all(line.endswith("✓") for line in checks), checks
+    assert len(checks) == 7 and all(line.endswith("✓") for line in checks), checks
     ranks = [tmp_path / FOLDER / f"4_64_256_1024_tp2_plain_eager_rank{r}.json" for r in (0, 1)]
     nccl = [n for n in names(load_trace(ranks[0]), cat="kernel") if n.startswith(("ncclDevKernel_", "ncclKernel_"))]
     assert len(nccl) == 3, nccl  # one all-reduce per profiled step
@@ -240,6 +312,7 @@ def test_every_variant_on_two_gpus(tmp_path):
     assert report.returncode == 0 and "2 ranks" in report.stdout and "NCCL AllReduce" in report.stdout
     timings = (tmp_path / FOLDER / "4_64_256_1024_tp2_bench.md").read_text()
     assert "plain + all_reduce, CUDA graph" in timings and "overlap, 4 chunks, CUDA graph" in timings
+    assert "seq-parallel AG + RS, CUDA graph" in timings and "async-TP (symm. memory)" in timings
     assert "WRONG" not in timings
 
 

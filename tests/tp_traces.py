@@ -85,3 +85,56 @@ def simulated_tp_run(folder: Path, run: str = "64_128_768_3072_tp2_plain_eager",
         path.write_text(json.dumps(trace))
         paths.append(path)
     return paths
+
+
+MEMCPY = "Memcpy DtoD (Device -> Device)"
+BARRIER = "void c10d::symmetric_memory::barrier_kernel<unsigned int>(unsigned int**, int, unsigned long, int, int)"
+COPY_STREAM = {"pid": 0, "tid": 30}
+
+
+def simulated_async_tp_trace(path: Path, *, mm_us: float = 100.0, copy_us: float = 60.0,
+                             barrier_us: float = 5.0) -> Path:
+    """One rank's trace of async-TP on 2 ranks, three profiled steps: inside each of torch.ops.symm_mem's record
+    functions (`fused_all_gather_matmul`, then `fused_matmul_reduce_scatter`) a barrier kernel, the matmul of the
+    shard at hand on the compute stream and, beside it on a second stream, the copy-engine memcpy of the peer's shard
+    (launched by cudaMemcpyAsync from aten::copy_), then the second shard's matmul once the copy is done."""
+    events: list[dict] = []
+    corr = 0
+
+    def box(cat, name, ts, dur, lane=CPU, **args):
+        events.append({"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, **lane, "args": args})
+
+    def launched(op, runtime, cat, name, cpu_ts, gpu_ts, dur, lane):
+        nonlocal corr
+        corr += 1
+        box("cpu_op", op, cpu_ts, 8)
+        box("cuda_runtime", runtime, cpu_ts + 2, 4, correlation=corr)
+        box(cat, name, gpu_ts, dur, lane, correlation=corr)
+
+    cpu_t, gpu_t = 0.0, 100.0
+    for number in (2, 3, 4):
+        box("user_annotation", f"ProfilerStep#{number}", cpu_t, 90)
+        box("user_annotation", "tp_mlp_fwd", cpu_t + 1, 88)
+        cursor = cpu_t + 2
+        for fused in ("fused_all_gather_matmul", "fused_matmul_reduce_scatter"):
+            box("user_annotation", fused, cursor, 40)
+            launched("symm_mem::barrier", "cudaLaunchKernel", "kernel", BARRIER, cursor + 1, gpu_t, barrier_us,
+                     COMPUTE_STREAM)
+            gpu_t += barrier_us
+            launched("aten::mm", "cuLaunchKernelEx", "kernel", GEMM, cursor + 10, gpu_t, mm_us, COMPUTE_STREAM)
+            launched("aten::copy_", "cudaMemcpyAsync", "gpu_memcpy", MEMCPY, cursor + 20, gpu_t, copy_us, COPY_STREAM)
+            gpu_t += max(mm_us, copy_us)
+            launched("aten::mm", "cuLaunchKernelEx", "kernel", GEMM, cursor + 30, gpu_t, mm_us, COMPUTE_STREAM)
+            gpu_t += mm_us
+            cursor += 42
+        cpu_t += 100
+    box("cuda_runtime", "cudaDeviceSynchronize", cpu_t, max(0.0, gpu_t - cpu_t) + 10, correlation=corr + 1)
+    trace = {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "computeMajor": 9, "computeMinor": 0}],
+        "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 2, "nccl_version": "2.28.9"},
+        "traceEvents": events,
+        "traceName": path.name,
+    }
+    path.write_text(json.dumps(trace))
+    return path

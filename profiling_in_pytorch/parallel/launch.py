@@ -157,8 +157,9 @@ def leaves_at_once(main: Callable[..., int | None]) -> Callable[..., int | None]
 
 
 @contextmanager
-def process_group(device_name: str | None) -> Iterator[Ranks]:
+def process_group(device_name: str | None, nccl_channels: int | None = None) -> Iterator[Ranks]:
     """Join the run: NCCL between GPUs (rank r on its host's GPU r), gloo between CPU processes; destroyed on leaving.
+    `nccl_channels`: NCCL's communicators get exactly that many channels (one thread block, so one SM, each).
 
     Fewer GPUs on this host than the ranks torchrun started on it is one line and exit 1, before anything starts.
     """
@@ -178,6 +179,8 @@ def process_group(device_name: str | None) -> Iterator[Ranks]:
     # NCCL's streams at high priority: an all-reduce running beside compute (the overlapped variant) gets the SMs as
     # they free up, instead of waiting behind every block of the next GEMM. Alone on the GPU it changes nothing.
     os.environ.setdefault("TORCH_NCCL_HIGH_PRIORITY", "1")
+    if nccl_channels:  # read when the communicator is made, below
+        os.environ.update(NCCL_MIN_NCHANNELS=str(nccl_channels), NCCL_MAX_NCHANNELS=str(nccl_channels))
     backend = "nccl" if device.type == "cuda" else "gloo"
     # device_id binds NCCL's communicator to this rank's GPU now (and spares torch from guessing it at the first
     # barrier, with a warning).

@@ -2,9 +2,10 @@
 
     traces/08_tensor_parallel_mlp/64_128_768_3072_tp2_overlap4_eager_rank0.json
 
-The tag names the world size, the variant (with its chunk count for `overlap`), `graph` for a CUDA graph, then
-`eager` or `compile`, the dtype and `_cpu` as every lesson's do; the rank comes last, so that one run's traces differ
-only there and `trace-report RUN_rank0.json RUN_rank1.json` reads them as ranks.
+The tag names the world size, the variant (with its chunk count for `overlap`), `carve<N>` for overlap's SM
+carveout, `nccl<N>ch` for NCCL's channels, `graph` for a CUDA graph, then `eager` or `compile`, the dtype and `_cpu`
+as every lesson's do; the rank comes last, so that one run's traces differ only there and
+`trace-report RUN_rank0.json RUN_rank1.json` reads them as ranks.
 """
 
 from __future__ import annotations
@@ -16,19 +17,25 @@ from typing import Any
 
 from profiling_in_pytorch import lesson
 from profiling_in_pytorch.files import writable_file
+from profiling_in_pytorch.parallel.sharded import COMPILED, GRAPHABLE
 
 RANK_SUFFIX = "_rank{rank}"
 
 
 def variant_tag(args: argparse.Namespace, variant: str, world: int) -> list[Any]:
     """The parts of the file name before `eager|compile`: sizes, world size, variant and what changes its trace."""
-    name = {"dtensor": "dtensor", "dtensor-compile": "dtensor", "plain": "plain", "overlap": f"overlap{args.chunks}"}
+    name = {"dtensor": "dtensor", "dtensor-compile": "dtensor", "plain": "plain", "overlap": f"overlap{args.chunks}",
+            "seqpar": "seqpar", "async-tp": "asynctp", "async-tp-compile": "asynctp"}
+    carve = getattr(args, "sm_carveout", None)
+    carved = [f"carve{carve}"] if carve and variant == "overlap" else []
+    channels = getattr(args, "nccl_channels", None)
+    nccl = [f"nccl{channels}ch"] if channels else []
     graph = ["graph"] if args.cuda_graph else []
-    return [args.batch, args.seq, args.dim, args.hidden, f"tp{world}", name[variant], *graph]
+    return [args.batch, args.seq, args.dim, args.hidden, f"tp{world}", name[variant], *carved, *nccl, *graph]
 
 
 def compiles(variant: str) -> bool:
-    return variant == "dtensor-compile"
+    return variant in COMPILED
 
 
 def rank_run(script: str, args: argparse.Namespace, variant: str, ranks, *, label: str,
@@ -57,6 +64,6 @@ def every_rank(run: lesson.Run, rank: int, world: int) -> list[Path]:
 
 def other_variant(run: lesson.Run, script: str, args: argparse.Namespace, variant: str, ranks) -> Path:
     """Where this rank's trace of another variant, at the same sizes, dtype and device, is written."""
-    flags = argparse.Namespace(**{**vars(args), "cuda_graph": args.cuda_graph and variant in ("plain", "overlap")})
+    flags = argparse.Namespace(**{**vars(args), "cuda_graph": args.cuda_graph and variant in GRAPHABLE})
     tag = variant_tag(flags, variant, ranks.world)
     return for_rank(lesson.trace_of(run, Path(script).stem, tag, compiled=compiles(variant)), ranks.rank)

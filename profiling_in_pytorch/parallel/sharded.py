@@ -1,4 +1,4 @@
-"""The post's MLP split over the ranks: gate and up by columns, down by rows, one all-reduce. Four ways to run it.
+"""The post's MLP split over the ranks: gate and up by columns, down by rows, one all-reduce. Seven ways to run it.
 
 Each rank keeps hidden/N of the hidden features: rows r·hidden/N … (r+1)·hidden/N of gate_proj's and up_proj's
 weights (each rank computes its slice of g, u, h and m: GELU and the product act feature by feature, so nothing is
@@ -9,12 +9,22 @@ One all-reduce adds the N partial sums, and every rank holds y.
     dtensor-compile   the same under torch.compile
     plain             ShardedGeGLUMLP: plain tensors, and one `dist.all_reduce(y)`
     overlap           OverlappedGeGLUMLP: the tokens in chunks, chunk i's all-reduce running while chunk i+1 computes
+    seqpar            SequenceParallelGeGLUMLP: Megatron's sequence parallelism, each rank holding its slice of the
+                      tokens: all-gather x, the same GEMMs, reduce-scatter y (each rank keeps its tokens' rows of y)
+    async-tp          AsyncTensorParallelGeGLUMLP: the same split through PyTorch's symmetric memory, the all-gather
+                      inside gate/up's matmul and the reduce-scatter inside down's (torch.ops.symm_mem), pipelined
+                      shard by shard with copy-engine transfers between the GPUs (GPUs only)
+    async-tp-compile  FunctionalSequenceParallelGeGLUMLP under torch.compile with Inductor's micro-pipeline TP pass,
+                      which finds all-gather → matmul and matmul → reduce-scatter and writes the same fused ops
 
-plain and overlap can also be captured in a CUDA graph (`GraphedForward`), NCCL's all-reduce included.
+plain, overlap and seqpar can also be captured in a CUDA graph (`GraphedForward`), NCCL's collectives included.
+seqpar and async-tp return this rank's token slice of y (`SEQUENCE_SHARDED`): `wanted_rows` says which rows of the
+single-process module's output that is.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 
 import torch
@@ -24,8 +34,11 @@ from torch import nn
 
 from profiling_in_pytorch.errors import UsageError
 
-VARIANTS = ("dtensor", "dtensor-compile", "plain", "overlap")
-GRAPHABLE = ("plain", "overlap")
+VARIANTS = ("dtensor", "dtensor-compile", "plain", "overlap", "seqpar", "async-tp", "async-tp-compile")
+GRAPHABLE = ("plain", "overlap", "seqpar")
+SEQUENCE_SHARDED = ("seqpar", "async-tp", "async-tp-compile")  # x and y split by tokens over the ranks
+GPU_ONLY = ("async-tp", "async-tp-compile")
+COMPILED = ("dtensor-compile", "async-tp-compile")
 DEFAULT_CHUNKS = 4
 
 
@@ -35,12 +48,37 @@ def shard(total: int, rank: int, world: int) -> slice:
     return slice(rank * size, (rank + 1) * size)
 
 
-def require_shardable(hidden: int, world: int, tokens: int, chunks: int) -> None:
-    """One line (exit 2) for sizes the split cannot take: hidden features in equal shares, a token per chunk."""
+def require_shardable(hidden: int, world: int, tokens: int, chunks: int, variants=()) -> None:
+    """One line (exit 2) for sizes the split cannot take: hidden features in equal shares, a token per chunk, and
+    for the sequence-parallel variants the tokens in equal shares."""
     if hidden % world:
         raise UsageError(f"--hidden {hidden} does not split into {world} equal shares: give a multiple of {world}")
     if chunks > tokens:
         raise UsageError(f"--chunks {chunks} is more chunks than the {tokens} tokens (batch × seq) to split")
+    split = [v for v in variants if v in SEQUENCE_SHARDED]
+    if split and tokens % world:
+        raise UsageError(f"--variant {split[0]} gives each rank tokens/{world} of the {tokens} tokens (batch × seq): "
+                         f"give a multiple of {world}")
+
+
+def wanted_rows(y: torch.Tensor, variant: str, rank: int, world: int) -> torch.Tensor:
+    """What `variant` returns on this rank, cut from the single-process module's output `y`: all of it, or for the
+    sequence-parallel variants this rank's token slice, [tokens/N, dim]."""
+    if variant not in SEQUENCE_SHARDED:
+        return y
+    return y.reshape(-1, y.shape[-1])[shard(y.numel() // y.shape[-1], rank, world)]
+
+
+class TokenSlice(nn.Module):
+    """The single-process module, returning only `rank`'s token slice of its output: what a sequence-parallel
+    variant's output is checked against."""
+
+    def __init__(self, module: nn.Module, variant: str, rank: int, world: int):
+        super().__init__()
+        self.module, self.variant, self.rank, self.world = module, variant, rank, world
+
+    def forward(self, x):
+        return wanted_rows(self.module(x), self.variant, self.rank, self.world)
 
 
 class ShardedGeGLUMLP(nn.Module):
@@ -80,11 +118,16 @@ class ShardedGeGLUMLP(nn.Module):
 class OverlappedGeGLUMLP(ShardedGeGLUMLP):
     """The same part over the tokens in `chunks` pieces: each chunk's all-reduce starts once its down_proj is done
     and runs while the next chunk computes (async_op=True: NCCL runs it on its own stream, gloo on its own thread);
-    the forward waits for them all at the end. Only the last chunk's all-reduce has no compute left to hide behind."""
+    the forward waits for them all at the end. Only the last chunk's all-reduce has no compute left to hide behind.
 
-    def __init__(self, dim, hidden_here, group=None, device=None, dtype=None, chunks=DEFAULT_CHUNKS):
+    `sm_carveout`: the GEMMs that run while an all-reduce is in flight (gate and up of every chunk but the first)
+    leave that many SMs free, so that NCCL's blocks do not push part of the GEMM's grid into a second wave (on 2
+    H100s at the 7B shape that GEMM ran ~40 µs longer beside a 105 µs all-reduce; docs/tensor-parallel.md)."""
+
+    def __init__(self, dim, hidden_here, group=None, device=None, dtype=None, chunks=DEFAULT_CHUNKS,
+                 sm_carveout=None):
         super().__init__(dim, hidden_here, group, device, dtype)
-        self.chunks = chunks
+        self.chunks, self.sm_carveout = chunks, sm_carveout
 
     def forward(self, x):
         tokens = x.reshape(-1, x.shape[-1])
@@ -92,8 +135,9 @@ class OverlappedGeGLUMLP(ShardedGeGLUMLP):
         bounds = [len(tokens) * i // self.chunks for i in range(self.chunks + 1)]
         pending = []
         for start, end in zip(bounds, bounds[1:]):
-            g = self.gate_proj(tokens[start:end])
-            u = self.up_proj(tokens[start:end])
+            with gemms_leaving(self.sm_carveout if pending else None):  # beside the last chunk's all-reduce
+                g = self.gate_proj(tokens[start:end])
+                u = self.up_proj(tokens[start:end])
             h = F.gelu(g, approximate="tanh")
             m = h * u
             torch.mm(m, self.down_proj.weight.t(), out=y[start:end])  # this chunk's partial sums, in place in y
@@ -101,6 +145,109 @@ class OverlappedGeGLUMLP(ShardedGeGLUMLP):
         for work in pending:
             work.wait()  # on a GPU the compute stream waits for NCCL's, the CPU does not
         return y.view(*x.shape[:-1], y.shape[-1])
+
+
+class SequenceParallelGeGLUMLP(ShardedGeGLUMLP):
+    """Megatron's sequence parallelism: each rank holds its slice of the tokens (rows r·T/N … (r+1)·T/N of x's
+    tokens; in a model the previous layer's reduce-scatter leaves exactly that on the rank, here it is a view of x).
+    The forward all-gathers x, runs the same column/row-parallel GEMMs on every token, and reduce-scatters y: each
+    rank gets the sum over the ranks of its own tokens' rows. The two collectives move as many bytes as the one
+    all-reduce (an all-reduce is a reduce-scatter then an all-gather), and the output is what the next layer's
+    norm, token by token, wants: its own tokens, not every rank's copy of all of them."""
+
+    rank, world = 0, 1  # this rank's place: which slice of the tokens is its own
+
+    @classmethod
+    def from_module(cls, module: nn.Module, rank: int, world: int, **kwargs) -> "SequenceParallelGeGLUMLP":
+        part = super().from_module(module, rank, world, **kwargs)
+        part.rank, part.world = rank, world
+        return part
+
+    def forward(self, x):
+        tokens = x.reshape(-1, x.shape[-1])
+        mine = tokens[shard(len(tokens), self.rank, self.world)]  # this rank's tokens: what it holds in a model
+        gathered = mine.new_empty(len(mine) * self.world, mine.shape[-1])
+        dist.all_gather_into_tensor(gathered, mine, group=self.group)  # every rank's tokens, in rank order
+        g = self.gate_proj(gathered)
+        u = self.up_proj(gathered)
+        m = F.gelu(g, approximate="tanh") * u
+        partial = self.down_proj(m)  # this rank's partial sums of every token's y
+        y = partial.new_empty(len(mine), partial.shape[-1])
+        dist.reduce_scatter_tensor(y, partial, group=self.group)  # its own tokens' rows, summed over the ranks
+        return y
+
+
+def enable_symmetric_memory(group=None) -> str:
+    """Symmetric memory for the process group (torch 2.11 asks for it; later versions do it themselves); its name."""
+    import warnings
+
+    from torch.distributed import _symmetric_memory as symm_mem
+
+    name = (group or dist.group.WORLD).group_name
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # deprecated, needed no more, in torch 2.15
+        symm_mem.enable_symm_mem_for_group(name)
+    return name
+
+
+class AsyncTensorParallelGeGLUMLP(SequenceParallelGeGLUMLP):
+    """Sequence parallel through PyTorch's async-TP (torch.ops.symm_mem, symmetric memory): `fused_all_gather_matmul`
+    gathers the ranks' token slices shard by shard, copying each peer's shard with the copy engine on a second stream
+    while the matmul of the shard already here runs (gate and up in one call), and `fused_matmul_reduce_scatter`
+    computes down's partial sums one destination rank at a time, each peer pulling its rows while the next block is
+    computed, then adds the N partials it received. No NCCL kernel; nothing that needs NVLink multicast."""
+
+    group_name = None
+
+    def join(self, group, x: torch.Tensor | None = None) -> "AsyncTensorParallelGeGLUMLP":
+        """Symmetric memory for the process group, and the weights as the fused ops take them. With `x`, the group's
+        symmetric-memory workspace is sized now for the larger of the two ops (the reduce-scatter's two buffers of
+        this rank's rows of y), every rank together: the forward then never re-allocates and re-rendezvouses it
+        between its two ops, which it otherwise does on its first call. (The lesson's one 7B run of this variant
+        stopped inside that first call; a script making the same calls did not, so this is a precaution, not a
+        cure shown to work.)"""
+        self.group_name = enable_symmetric_memory(group)
+        if x is not None and x.is_cuda:
+            from torch.distributed._symmetric_memory import get_symm_mem_workspace
+
+            rows = x.numel() // x.shape[-1] // self.world
+            get_symm_mem_workspace(self.group_name, 2 * rows * self.down_proj.out_features * x.element_size())
+        # [in, out] weights as the fused ops take them, made contiguous once. Gate and up stay two matrices (two
+        # outputs): one [dim, 2·hidden/N] matrix would give g and u as strided halves of one output, and GELU·mul on
+        # those took ATen's generic elementwise path on 2 H100s at 7B (130 + 135 µs, against 59 + 90 contiguous).
+        self.gate_t = self.gate_proj.weight.t().contiguous()
+        self.up_t = self.up_proj.weight.t().contiguous()
+        self.down_t = self.down_proj.weight.t().contiguous()
+        return self
+
+    def forward(self, x):
+        tokens = x.reshape(-1, x.shape[-1])
+        mine = tokens[shard(len(tokens), self.rank, self.world)]
+        _, (g, u) = torch.ops.symm_mem.fused_all_gather_matmul(mine, [self.gate_t, self.up_t], 0, self.group_name,
+                                                               return_A=False)
+        m = F.gelu(g, approximate="tanh") * u
+        return torch.ops.symm_mem.fused_matmul_reduce_scatter(m, self.down_t, "sum", 0, self.group_name)
+
+
+class FunctionalSequenceParallelGeGLUMLP(SequenceParallelGeGLUMLP):
+    """seqpar written with functional collectives (torch.distributed._functional_collectives), the form Inductor's
+    micro-pipeline TP pass reads: compiled with `_micro_pipeline_tp`, its all-gather → gate/up and down →
+    reduce-scatter become torch.ops.symm_mem's fused ops, as async-tp calls them by hand."""
+
+    def forward(self, x):
+        from torch.distributed import _functional_collectives as funcol
+
+        group = self.group or dist.group.WORLD
+        tokens = x.reshape(-1, x.shape[-1])
+        mine = tokens[shard(len(tokens), self.rank, self.world)]
+        # all_gather_single and reduce_scatter_single where torch has them (2.15); the older names before
+        all_gather = getattr(funcol, "all_gather_single", None) or funcol.all_gather_tensor
+        reduce_scatter = getattr(funcol, "reduce_scatter_single", None) or funcol.reduce_scatter_tensor
+        gathered = all_gather(mine, 0, group)
+        g = self.gate_proj(gathered)
+        u = self.up_proj(gathered)
+        m = F.gelu(g, approximate="tanh") * u
+        return funcol.wait_tensor(reduce_scatter(self.down_proj(m), "sum", 0, group))
 
 
 def tensor_parallel_plan() -> dict:
@@ -127,6 +274,46 @@ class DTensorGeGLUMLP(nn.Module):
         # RowwiseParallel returns y with its all-reduce still pending (an AsyncCollectiveTensor waits at y's first
         # use); the next layer of a model would wait there, so the forward waits here, inside its own step.
         return y.wait() if isinstance(y, AsyncCollectiveTensor) else y
+
+
+@contextlib.contextmanager
+def gemms_leaving(sms: int | None):
+    """Inside: cuBLAS GEMMs target all but `sms` of the GPU's SMs (PyTorch's experimental SM carveout, a cuBLASLt
+    matmul attribute, so cuBLASLt is asked for), leaving room for an NCCL kernel queued beside them. Restored after,
+    so the other GEMMs of the run keep every SM. None or 0: nothing changes."""
+    if not sms:
+        yield
+        return
+    library = torch.backends.cuda.preferred_blas_library()
+    with _first_use_quiet():  # each setting writes a C++ warning at its first use: experimental, as --help says
+        torch.backends.cuda.preferred_blas_library("cublaslt")
+        torch._C._set_sm_carveout_experimental(sms)
+    try:
+        yield
+    finally:
+        torch._C._set_sm_carveout_experimental(None)
+        torch.backends.cuda.preferred_blas_library(library)
+
+
+@contextlib.contextmanager
+def _first_use_quiet():
+    """The first time only: file descriptor 2 to /dev/null inside (C++ warnings bypass Python's sys.stderr)."""
+    if getattr(_first_use_quiet, "done", False):
+        yield
+        return
+    import os
+    import sys
+
+    sys.stderr.flush()
+    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
+        _first_use_quiet.done = True
 
 
 class GraphedForward:
@@ -159,26 +346,45 @@ class GraphedForward:
 
 
 def build(variant: str, reference: nn.Module, x: torch.Tensor, ranks, *, chunks: int = DEFAULT_CHUNKS,
-          cuda_graph: bool = False):
-    """This rank's `variant` of `reference` (the post's module, the same on every rank), ready to call on x."""
+          cuda_graph: bool = False, sm_carveout: int | None = None):
+    """This rank's `variant` of `reference` (the post's module, the same on every rank), ready to call on x;
+    `sm_carveout` (overlap): the GEMMs beside an all-reduce leave that many SMs to it."""
     if variant in ("dtensor", "dtensor-compile"):
         model = DTensorGeGLUMLP(reference, ranks.mesh)
         return torch.compile(model) if variant == "dtensor-compile" else model
     if variant == "plain":
         model = ShardedGeGLUMLP.from_module(reference, ranks.rank, ranks.world)
     elif variant == "overlap":
-        model = OverlappedGeGLUMLP.from_module(reference, ranks.rank, ranks.world, chunks=chunks)
+        model = OverlappedGeGLUMLP.from_module(reference, ranks.rank, ranks.world, chunks=chunks,
+                                               sm_carveout=sm_carveout)
+    elif variant == "seqpar":
+        model = SequenceParallelGeGLUMLP.from_module(reference, ranks.rank, ranks.world)
+    elif variant == "async-tp":
+        model = AsyncTensorParallelGeGLUMLP.from_module(reference, ranks.rank, ranks.world).join(None, x)
+    elif variant == "async-tp-compile":
+        import warnings
+
+        enable_symmetric_memory()  # the pass fuses only for a group with symmetric memory
+        # torch 2.11's pass, having fused a matmul, asks FX to erase it again: a UserWarning per matmul, no harm
+        warnings.filterwarnings("ignore", message=r"erase_node\(.*\) on an already erased node")
+        model = FunctionalSequenceParallelGeGLUMLP.from_module(reference, ranks.rank, ranks.world)
+        return torch.compile(model, options={"_micro_pipeline_tp": True})
     else:
         raise ValueError(f"unknown variant {variant!r}")
     return GraphedForward(model, x) if cuda_graph else model
 
 
-def describe(variant: str, chunks: int = DEFAULT_CHUNKS, cuda_graph: bool = False) -> str:
+def describe(variant: str, chunks: int = DEFAULT_CHUNKS, cuda_graph: bool = False,
+             sm_carveout: int | None = None) -> str:
     """A variant's name in a table or a check's line."""
     name = {
         "dtensor": "DTensor",
         "dtensor-compile": "DTensor, compiled",
         "plain": "plain + all_reduce",
         "overlap": f"overlap, {chunks} chunks",
+        "seqpar": "seq-parallel AG + RS",
+        "async-tp": "async-TP (symm. memory)",
+        "async-tp-compile": "async-TP, compiled",
     }[variant]
-    return name + (", CUDA graph" if cuda_graph else "")
+    carved = f", GEMMs -{sm_carveout} SMs" if sm_carveout and variant == "overlap" else ""
+    return name + carved + (", CUDA graph" if cuda_graph else "")

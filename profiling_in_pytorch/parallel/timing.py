@@ -7,8 +7,12 @@ after warm-up. It includes what it costs the CPU to issue the forward whenever t
 (the GPU starts idle after the barrier): a forward that is CPU-bound here is CPU-bound in a model too, unless the
 CPU runs far enough ahead of the GPU. "CPU µs" is rank 0's host time to issue one call, for that comparison.
 
-Speed goals (2 H200s, bf16) are reported beside the table, never asserted: the post's shape at least 1.6× one GPU,
-the 7B-sized layer (16×512 tokens, 4096→11008) at least 1.9×.
+Speed goals (bf16) are reported beside the table, never asserted: on 2 GPUs the post's shape at least 1.7× one GPU
+and the 7B-sized layer (16×512 tokens, 4096→11008) 1.9×; on 4 GPUs 2.0× and 3.5×.
+
+The sequence-parallel variants (seqpar, async-tp) return each rank's token slice of y: their time is the whole layer
+on N GPUs (every token's GEMMs, 1/N of the hidden features each), read against one GPU's forward of all the tokens,
+as the others are; their output is checked against the same rows of one GPU's.
 """
 
 from __future__ import annotations
@@ -32,7 +36,9 @@ from profiling_in_pytorch.parallel import sharded
 
 GPU_CALLS, GPU_WARMUP = 200, 20
 CPU_CALLS, CPU_WARMUP = 10, 2
-SPEED_GOALS = {(64, 128, 768, 3072): 1.6, (16, 512, 4096, 11008): 1.9}  # 2 H200s, bf16: × one GPU
+# (sizes, GPUs) -> × one GPU, bf16
+SPEED_GOALS = {((64, 128, 768, 3072), 2): 1.7, ((16, 512, 4096, 11008), 2): 1.9,
+               ((64, 128, 768, 3072), 4): 2.0, ((16, 512, 4096, 11008), 4): 3.5}
 
 
 @dataclass
@@ -88,9 +94,22 @@ def allreduce_alone(tokens: int, dim: int, chunks: int, dtype: torch.dtype, devi
     return timed(run, device)[0]
 
 
-def bench(reference, x: torch.Tensor, ranks, variants: Sequence[str], *, chunks: int) -> list[Row]:
+def sequence_collectives_alone(tokens: int, dim: int, world: int, dtype: torch.dtype, device: torch.device) -> float:
+    """The sequence-parallel forward's collectives with nothing else: all-gather x, then reduce-scatter y."""
+    mine = torch.zeros(tokens // world, dim, dtype=dtype, device=device)
+    whole = torch.zeros(tokens, dim, dtype=dtype, device=device)
+
+    def run():
+        dist.all_gather_into_tensor(whole, mine)
+        dist.reduce_scatter_tensor(mine, whole)
+
+    return timed(run, device)[0]
+
+
+def bench(reference, x: torch.Tensor, ranks, variants: Sequence[str], *, chunks: int,
+          sm_carveout: int | None = None) -> list[Row]:
     """One GPU's forward (the post's module whole, on each rank's GPU), then each variant's, in this run. On GPUs,
-    one GPU and the plain and overlapped variants are timed twice: as they are, and captured in a CUDA graph."""
+    one GPU and the graphable variants are timed twice: as they are, and captured in a CUDA graph."""
     device = ranks.device
     on_gpu = device.type == "cuda"
     if not on_gpu:
@@ -100,15 +119,20 @@ def bench(reference, x: torch.Tensor, ranks, variants: Sequence[str], *, chunks:
     tokens, dim = x.numel() // x.shape[-1], x.shape[-1]
     whole = allreduce_alone(tokens, dim, 1, x.dtype, device)
     pieces = allreduce_alone(tokens, dim, chunks, x.dtype, device) if "overlap" in variants else None
+    split = (sequence_collectives_alone(tokens, dim, ranks.world, x.dtype, device)
+             if any(v in sharded.SEQUENCE_SHARDED for v in variants) else None)
     one = "1 GPU" if on_gpu else "1 process"
     rows = [_row(one, reference, x, want, device, None)]  # the post's module, whole
     if on_gpu:
         rows.append(_row(f"{one}, CUDA graph", sharded.GraphedForward(reference, x), x, want, device, None))
     for variant in variants:
         for graph in (False, True) if on_gpu and variant in sharded.GRAPHABLE else (False,):
-            model = sharded.build(variant, reference, x, ranks, chunks=chunks, cuda_graph=graph)
-            collectives = pieces if variant == "overlap" else whole
-            rows.append(_row(sharded.describe(variant, chunks, graph), model, x, want, device, collectives))
+            model = sharded.build(variant, reference, x, ranks, chunks=chunks, cuda_graph=graph,
+                                  sm_carveout=sm_carveout)
+            collectives = pieces if variant == "overlap" else split if variant in sharded.SEQUENCE_SHARDED else whole
+            mine = sharded.wanted_rows(want, variant, ranks.rank, ranks.world)
+            rows.append(_row(sharded.describe(variant, chunks, graph, sm_carveout), model, x, mine, device,
+                             collectives))
             del model
             if on_gpu:
                 torch.cuda.empty_cache()
@@ -128,15 +152,16 @@ def _row(name: str, model, x: torch.Tensor, want: torch.Tensor, device: torch.de
 
 
 def goal(sizes: Sequence[int], world: int, device: torch.device, dtype: torch.dtype) -> float | None:
-    """The speed goal for this run, × one GPU, where there is one: 2 H200s in bf16 at the post's or the 7B shape."""
-    if world != 2 or device.type != "cuda" or dtype != torch.bfloat16:
+    """The speed goal for this run, × one GPU, where there is one: 2 or 4 GPUs in bf16 at the post's or the 7B
+    shape."""
+    if device.type != "cuda" or dtype != torch.bfloat16:
         return None
-    return SPEED_GOALS.get(tuple(sizes))
+    return SPEED_GOALS.get((tuple(sizes), world))
 
 
 def headers(rows: Sequence[Row]) -> list[str]:
     one = rows[0].name  # "1 GPU" or "1 process"
-    return ["variant", "µs per forward", f"× {one}", "all-reduce alone µs", "CPU µs to issue"]
+    return ["variant", "µs per forward", f"× {one}", "collectives alone µs", "CPU µs to issue"]
 
 
 def table(rows: Sequence[Row], title: str) -> Table:
@@ -184,7 +209,9 @@ def bench_and_report(script: str, args, ranks, console) -> bool:
     `<batch>_<seq>_<dim>_<hidden>_tp<N>_bench[_<dtype>][_cpu].md`. Returns whether every output was right."""
     sizes = (args.batch, args.seq, args.dim, args.hidden)
     device, dtype = ranks.device, pick_dtype(args.dtype, ranks.device)
-    parts = [*sizes, f"tp{ranks.world}", "bench"] + ([dtype_name(dtype)] if dtype != torch.bfloat16 else [])
+    knobs = ([f"carve{args.sm_carveout}"] if args.sm_carveout else []) + (
+        [f"nccl{args.nccl_channels}ch"] if args.nccl_channels else [])
+    parts = [*sizes, f"tp{ranks.world}", *knobs, "bench"] + ([dtype_name(dtype)] if dtype != torch.bfloat16 else [])
     parts += [device.type] if device.type != "cuda" else []
     folder = writable_dir(Path(args.trace_dir) / Path(script).stem, "traces")
     path = writable_file(folder / ("_".join(map(str, parts)) + ".md"), "the timings")
@@ -192,7 +219,7 @@ def bench_and_report(script: str, args, ranks, console) -> bool:
     reference = SimpleGeGLUMLP(args.dim, args.hidden).to(device, dtype).eval()
     x = torch.randn(args.batch, args.seq, args.dim, device=device, dtype=dtype)
     with console.status("timing each forward"):
-        rows = bench(reference, x, ranks, args.variant, chunks=args.chunks)
+        rows = bench(reference, x, ranks, args.variant, chunks=args.chunks, sm_carveout=args.sm_carveout)
     if ranks.leader:
         calls = GPU_CALLS if device.type == "cuda" else CPU_CALLS
         title = (f"forward µs, {args.batch}×{args.seq} tokens, {args.dim}→{args.hidden}, {ranks.world} ranks "

@@ -9,6 +9,12 @@ Where a collective shows in a torch.profiler trace depends on the backend:
                   LL128 and Simple protocols, among others): that name says nothing, the op that launched it does
     gloo (CPUs)   no kernel: gloo runs the collective on its own threads, under a record function named for it,
                   `gloo:all_reduce`, a box on one of gloo's threads in the CPU lane
+    symmetric memory (async-TP, GPUs)   no NCCL: inside `fused_all_gather_matmul` / `fused_matmul_reduce_scatter`
+                  (torch.ops.symm_mem's record functions) the transfers are memcpys between the GPUs' mapped
+                  buffers, run by the copy engine on a second stream (`Memcpy DtoD` or `Memcpy PtoP`), and the
+                  ranks meet in small kernels (`c10d::symmetric_memory::barrier_kernel`): each is one collective here
+                  (AllGather or ReduceScatter, from the record function; Barrier for the kernels), and the matmuls
+                  beside them are the compute that hides them
 
 Either way the caller's thread shows the op that asked for it, `c10d::allreduce_` (inside `_c10d_functional::
 all_reduce` when DTensor or torch.compile asked), which only enqueues it: its time is not the collective's.
@@ -36,6 +42,7 @@ from rich.table import Table
 
 from profiling_in_pytorch.console import Console, clipped
 from profiling_in_pytorch.traces.kernels.collectives import GENERIC_NOTE, NcclKernel, decode_nccl
+from profiling_in_pytorch.traces.kernels.collectives import is_symmetric_memory_kernel
 from profiling_in_pytorch.traces.model import CpuOp, GpuWork, Trace, per_step_count
 
 # What the ops and record functions of torch.distributed are called: c10d's ops on the caller's thread, and the
@@ -143,13 +150,14 @@ class Communication:
         return sum(s.exposed_us for s in self.steps) / comm if comm > 0 else None
 
     def kinds(self) -> list[tuple[str, str, int, float]]:
-        """(name, what it is, count, mean µs) per distinct collective name, in order of first appearance."""
-        rows: dict[str, list] = {}
+        """(name, what it is, count, mean µs) per distinct collective name and kind, in order of first appearance
+        (one memcpy name serves async-TP's all-gather and its reduce-scatter: a row each)."""
+        rows: dict[tuple[str, str], list] = {}
         for c in self.collectives:
-            row = rows.setdefault(c.name, [c, 0, 0.0])
+            row = rows.setdefault((c.name, c.collective), [c, 0, 0.0])
             row[1] += 1
             row[2] += c.dur
-        return [(name, _what(first), n, total / n) for name, (first, n, total) in rows.items()]
+        return [(name, _what(first), n, total / n) for (name, _), (first, n, total) in rows.items()]
 
     def to_dict(self) -> dict:
         share = self.exposed_share
@@ -197,9 +205,11 @@ def communication(trace: Trace) -> Communication | None:
             decoded[name] = decode_nccl(name)
         return decoded[name]
 
-    nccl = [(w, nccl_of(w.name)) for w in trace.gpu_lane() if w.kind == "kernel"]
-    if any(kernel is not None for _, kernel in nccl):
-        compute = _merged((w.ts, w.end) for w, kernel in nccl if kernel is None)
+    lane = trace.gpu_lane()
+    nccl = [(w, nccl_of(w.name)) for w in lane if w.kind == "kernel"]
+    symmetric = {id(w): kind for w in lane if (kind := symmetric_memory_collective(w)) is not None}
+    if symmetric or any(kernel is not None for _, kernel in nccl):
+        compute = _merged((w.ts, w.end) for w, kernel in nccl if kernel is None and id(w) not in symmetric)
         steps = []
         for step, asked in zip(trace.steps, issued):
             found = [
@@ -207,6 +217,8 @@ def communication(trace: Trace) -> Communication | None:
                            nccl=kernel, work=w)
                 for w in step.gpu if w.kind == "kernel" and (kernel := nccl_of(w.name)) is not None
             ]
+            found += [Collective("gpu", w.name, symmetric[id(w)], w.ts, w.dur, step.name, work=w)
+                      for w in step.gpu if id(w) in symmetric]
             steps.append(_step(step.name, step.ts, found, asked, compute))
         return Communication(trace.name, "gpu", steps)
     labels = [[op for op in step.ops if op.is_label and BACKEND_LABEL.match(op.name)] for step in trace.steps]
@@ -224,6 +236,28 @@ def communication(trace: Trace) -> Communication | None:
         steps = [StepCommunication(s.name, s.ts, issued=asked) for s, asked in zip(trace.steps, issued)]
         return Communication(trace.name, "none", steps)
     return None
+
+
+# The record functions torch.ops.symm_mem opens around its fused ops (async-TP), and the collective each performs.
+SYMMETRIC_MEMORY_OPS = {"fused_all_gather_matmul": "AllGather", "fused_matmul_reduce_scatter": "ReduceScatter",
+                        "symm_mem::fused_all_gather_matmul": "AllGather",
+                        "symm_mem::fused_matmul_reduce_scatter": "ReduceScatter"}
+
+
+def symmetric_memory_collective(work: GpuWork) -> str | None:
+    """The collective a piece of GPU work does for PyTorch's symmetric memory, None if it is not such work: a memcpy
+    launched inside one of torch.ops.symm_mem's fused ops (its transfers between the GPUs' mapped buffers), or a
+    symmetric-memory kernel (the ranks' barrier and signals: "Barrier"; its one- and two-shot collectives, by name)."""
+    if work.kind == "kernel":
+        if not is_symmetric_memory_kernel(work.name):
+            return None
+        for what in ("all_reduce", "all_gather", "reduce_scatter"):
+            if what in work.name:
+                return _OP_COLLECTIVES[what]
+        return "Barrier"
+    if work.kind != "memcpy":
+        return None
+    return next((SYMMETRIC_MEMORY_OPS[n] for n in reversed(work.launch_path) if n in SYMMETRIC_MEMORY_OPS), None)
 
 
 def _step(name: str, ts: float, collectives: list[Collective], issued: Counter,
@@ -287,6 +321,12 @@ def _what(c: Collective) -> str:
         if c.nccl.generic:
             return f"{c.collective} ({GENERIC_NOTE})"
         return c.nccl.describe()
+    if c.where == "gpu" and c.name.startswith("Memcpy"):  # by name: a rank's collectives may have dropped `work`
+        what = ("from a peer GPU's mapped buffer" if "PtoP" in c.name else
+                "between buffers of this GPU (its shard into the buffer the peers read, or back)")
+        return f"{c.collective} of PyTorch's symmetric memory (async-TP): a copy-engine transfer {what}, no SM used"
+    if c.where == "gpu":
+        return f"{c.collective}: a symmetric-memory kernel (the ranks meeting through each other's memory, no NCCL)"
     found = BACKEND_LABEL.match(c.name)
     backend = found["backend"] if found else "?"
     return f"{c.collective}, run by {backend} on its own thread (no kernel: this record function is the collective)"
@@ -321,7 +361,11 @@ def print_communication(comm: Communication, console: Console, *, rows: int | No
             "them (no NCCL kernel on a GPU lane, no backend's record function)\n",
         )
         return
-    where = "NCCL kernels on the GPU lane" if comm.where == "gpu" else "record functions on the backend's CPU threads"
+    where = "record functions on the backend's CPU threads"
+    if comm.where == "gpu":
+        nccl = {c.nccl is not None for c in comm.collectives}
+        where = ("NCCL kernels" if nccl == {True} else "symmetric memory's copies and kernels" if nccl == {False} else
+                 "NCCL kernels and symmetric memory's copies") + " on the GPU lane"
     console.print(f"[bold]Communication[/bold] ({where}; exposed: nothing else ran beside it)")
     kinds = Table()
     kinds.add_column("collective", overflow="fold")

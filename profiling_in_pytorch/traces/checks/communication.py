@@ -21,6 +21,7 @@ __all__ = [
     "exposed_share_at_least",
     "exposed_share_at_most",
     "less_cpu_than",
+    "no_nccl_kernel",
 ]
 
 NO_COLLECTIVE = "no collective in the trace: neither an NCCL kernel nor a backend's record function (gloo:all_reduce)"
@@ -46,6 +47,12 @@ NCCL_WAITS = (
     "inside it, time that no compute hides (the ranks' skew: trace-report RUN_rank0.json RUN_rank1.json)"
 )
 
+SYMMETRIC_WAITS = (
+    "symmetric memory's barrier kernels run from when the GPU reaches them until every rank has: a rank whose CPU "
+    "issues the step later (async-TP's pipelining is Python, several ops per shard) keeps the others' barriers "
+    "spinning, and the last shard's copy and the sum of the partials have no matmul left beside them"
+)
+
 
 def _read(trace: Trace) -> Communication | Outcome:
     found = communication(trace)
@@ -62,8 +69,10 @@ def _world_size(trace: Trace) -> int | None:
     return size if isinstance(size, int) else None
 
 
-def collectives_per_step(n: int, collective: str = "AllReduce", why: str = "", claim: str = "") -> Expectation:
-    """`n` collectives of this kind per step, and as many c10d ops asking for them where the CPU lane shows them."""
+def collectives_per_step(n: int, collective: str = "AllReduce", why: str = "", claim: str = "",
+                         others_ok: bool = False) -> Expectation:
+    """`n` collectives of this kind per step, and as many c10d ops asking for them where the CPU lane shows them;
+    no collective of another kind unless `others_ok` (a variant that issues several kinds checks each)."""
 
     def check(trace: Trace) -> Outcome:
         found = _read(trace)
@@ -80,7 +89,7 @@ def collectives_per_step(n: int, collective: str = "AllReduce", why: str = "", c
             evidence += f"; c10d ops issuing them per step: {', '.join(map(str, issued))}"
         elif found.where == "gpu":
             evidence += "; no c10d op in the steps (a CUDA graph replays the collective without one)"
-        return Outcome(all(c == n for c in counts) and not others, evidence)
+        return Outcome(all(c == n for c in counts) and (others_ok or not others), evidence)
 
     many = "one" if n == 1 else str(n)
     text = f"{many} {collective} per step" + (f" ({why})" if why else "")
@@ -122,14 +131,15 @@ def exposed_share_at_most(limit: float, why: str = "", claim: str = "", what: st
             return found
         share = found.exposed_share
         ok = share is not None and share <= limit
-        reason = None if ok else GLOO_SLOW if found.where == "cpu" else NCCL_WAITS
+        nccl = any(c.nccl is not None for c in found.collectives)
+        reason = None if ok else GLOO_SLOW if found.where == "cpu" else NCCL_WAITS if nccl else SYMMETRIC_WAITS
         return Outcome(ok, _exposure_text(found), reason)
 
     text = f"at most {limit:.0%} of the {what} time exposed" + (f" ({why})" if why else "")
     return Expectation(text, check, claim)
 
 
-def exposed_share_at_least(limit: float, why: str = "", claim: str = "") -> Expectation:
+def exposed_share_at_least(limit: float, why: str = "", claim: str = "", what: str = "all-reduce") -> Expectation:
     """At least `limit` of the collectives' time runs alone: nothing was arranged to overlap it."""
 
     def check(trace: Trace) -> Outcome:
@@ -139,8 +149,24 @@ def exposed_share_at_least(limit: float, why: str = "", claim: str = "") -> Expe
         share = found.exposed_share
         return Outcome(share is not None and share >= limit, _exposure_text(found))
 
-    text = f"at least {limit:.0%} of the all-reduce time exposed" + (f" ({why})" if why else "")
+    text = f"at least {limit:.0%} of the {what} time exposed" + (f" ({why})" if why else "")
     return Expectation(text, check, claim)
+
+
+def no_nccl_kernel(why: str = "", claim: str = "") -> Expectation:
+    """The step's communication ran without NCCL: no NCCL kernel on the GPU lane (symmetric memory's copies and
+    kernels instead, or nothing on a CPU trace)."""
+
+    def check(trace: Trace) -> Outcome:
+        found = _read(trace)
+        if isinstance(found, Outcome):
+            return found
+        nccl = sorted({c.name for c in found.collectives if c.nccl is not None})
+        other = sorted({c.name for c in found.collectives if c.nccl is None})
+        return Outcome(not nccl, f"NCCL kernels: {', '.join(nccl) or 'none'}; other transfers: "
+                       f"{', '.join(other) or 'none'}")
+
+    return Expectation("no NCCL kernel in the steps" + (f" ({why})" if why else ""), check, claim)
 
 
 def less_cpu_than(other: Path, what: str, claim: str = "") -> Expectation:

@@ -107,6 +107,16 @@ def decode_nccl(name: str) -> NcclKernel | None:
     return NcclKernel(base, found["coll"], found["op"], found["type"], found["algo"], found["proto"])
 
 
+_SYMMETRIC_MEMORY = re.compile(r"symmetric_memory::|\b(?:one_shot|two_shot|multimem)_\w*(?:all_reduce|all_gather|"
+                               r"reduce_scatter)\w*_kernel")
+
+
+def is_symmetric_memory_kernel(name: str) -> bool:
+    """PyTorch's symmetric-memory kernels (`c10d::symmetric_memory::barrier_kernel`, `one_shot_all_reduce_kernel`,
+    ...): the ranks' barriers and signals, or a collective run through peer GPUs' memory."""
+    return _SYMMETRIC_MEMORY.search(name) is not None
+
+
 def decode_collective(name: str, core: str) -> KernelName | None:
     """An NCCL/RCCL or symmetric-memory kernel as a KernelName (communication), else None."""
     kernel = decode_nccl(name)
