@@ -95,7 +95,7 @@ def test_the_checks_and_the_ranks_table(cpu_run):
 
 def test_the_timings_table(cpu_run):
     result, folder = cpu_run
-    table = (folder / "2_4_16_32_tp2_bench_fp32_cpu.md").read_text()
+    table = (folder / "2_4_16_32_tp2_dtensor+plain+overlap4+seqpar_bench_fp32_cpu.md").read_text()
     rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line]
     first_cells = [row.split(" | ")[0] for row in rows]
     assert first_cells == ["| variant", "| 1 process", "| DTensor", "| plain + all_reduce", "| overlap, 4 chunks",
@@ -310,7 +310,7 @@ def test_every_variant_on_two_gpus(tmp_path):
     assert len(nccl) == 3, nccl  # one all-reduce per profiled step
     report = run_script("-m", "profiling_in_pytorch.traces.report", *map(str, ranks), timeout=60)
     assert report.returncode == 0 and "2 ranks" in report.stdout and "NCCL AllReduce" in report.stdout
-    timings = (tmp_path / FOLDER / "4_64_256_1024_tp2_bench.md").read_text()
+    timings = (tmp_path / FOLDER / "4_64_256_1024_tp2_all_bench.md").read_text()
     assert "plain + all_reduce, CUDA graph" in timings and "overlap, 4 chunks, CUDA graph" in timings
     assert "seq-parallel AG + RS, CUDA graph" in timings and "async-TP (symm. memory)" in timings
     assert "WRONG" not in timings

@@ -206,12 +206,16 @@ def goal_line(rows: Sequence[Row], target: float) -> str:
 def bench_and_report(script: str, args, ranks, console) -> bool:
     """Time the post's module on one GPU and each of `args.variant` on all ranks; rank 0 prints the table (and the
     speed goal where there is one) and writes it in Markdown beside the traces,
-    `<batch>_<seq>_<dim>_<hidden>_tp<N>_bench[_<dtype>][_cpu].md`. Returns whether every output was right."""
+    `<batch>_<seq>_<dim>_<hidden>_tp<N>_<variants>[_carve<N>][_nccl<N>ch]_bench[_<dtype>][_cpu].md` (the variants
+    joined by `+`, `all` for every one), so that runs of other variants keep their tables. Returns whether every
+    output was right."""
     sizes = (args.batch, args.seq, args.dim, args.hidden)
     device, dtype = ranks.device, pick_dtype(args.dtype, ranks.device)
     knobs = ([f"carve{args.sm_carveout}"] if args.sm_carveout else []) + (
         [f"nccl{args.nccl_channels}ch"] if args.nccl_channels else [])
-    parts = [*sizes, f"tp{ranks.world}", *knobs, "bench"] + ([dtype_name(dtype)] if dtype != torch.bfloat16 else [])
+    names = ["all"] if set(args.variant) == set(sharded.VARIANTS) else [
+        f"{name}{args.chunks}" if name == "overlap" else name for name in args.variant]
+    parts = [*sizes, f"tp{ranks.world}", "+".join(names), *knobs, "bench"] + ([dtype_name(dtype)] if dtype != torch.bfloat16 else [])
     parts += [device.type] if device.type != "cuda" else []
     folder = writable_dir(Path(args.trace_dir) / Path(script).stem, "traces")
     path = writable_file(folder / ("_".join(map(str, parts)) + ".md"), "the timings")
