@@ -235,3 +235,16 @@ def test_an_unknown_share_as_large_as_the_forwards_is_named_activations(tmp_path
     whole, half = outcomes
     assert whole.ok is False and "the saved activations, uncategorized" in whole.reason, whole
     assert half.ok is True or half.reason is None, half
+
+
+@pytest.mark.parametrize("variant, checkpoint, largest", [("eager", False, ("activations",)),
+                                                          ("eager", True, ("autograd detail",)),
+                                                          ("fused", False, ("inputs",))])
+def test_the_guess_names_the_category_torchs_profiler_files_them_under(variant, checkpoint, largest):
+    """The post's shape, 2 layers, AdamW, on an H100: what the lesson guessed there and the trace showed."""
+    args = argparse.Namespace(**GPU_SIZES, variant=variant, checkpoint=checkpoint, compile=False, optimizer="adamw")
+    tokens_hidden = 64 * 128 * 3072 * 2
+    held = LESSON.held_prediction(args, 2, 64 * 128 * 768 * 2, torch.device("cuda"))[0]
+    params = 2 * 3 * 768 * 3072 * 2
+    phase, guessed, _ = LESSON.peak_guess(held, params, 768 * 3072 * 2, args, True, tokens_hidden)
+    assert (phase, guessed) == (LESSON.BACKWARD, largest)
