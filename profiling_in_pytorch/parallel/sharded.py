@@ -35,7 +35,7 @@ from torch import nn
 from profiling_in_pytorch.errors import UsageError
 
 VARIANTS = ("dtensor", "dtensor-compile", "plain", "overlap", "seqpar", "async-tp", "async-tp-compile")
-GRAPHABLE = ("plain", "overlap", "seqpar")
+GRAPHABLE = ("plain", "overlap", "seqpar", "async-tp")
 SEQUENCE_SHARDED = ("seqpar", "async-tp", "async-tp-compile")  # x and y split by tokens over the ranks
 GPU_ONLY = ("async-tp", "async-tp-compile")
 COMPILED = ("dtensor-compile", "async-tp-compile")
