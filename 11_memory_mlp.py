@@ -50,6 +50,7 @@ from profiling_in_pytorch.mlp.fused import FusedGeGLUMLP
 from profiling_in_pytorch.mlp.fused import require_runnable as require_fused_runnable
 from profiling_in_pytorch.mlp.liger import add_source_flags, require_runnable, resolve_liger_geglu_mlp
 from profiling_in_pytorch.mlp.saved import saved_for_backward
+from profiling_in_pytorch.model.presets import PRESETS
 from profiling_in_pytorch.parallel import data
 from profiling_in_pytorch.traces import checks as ex
 from profiling_in_pytorch.traces import read_trace
@@ -169,7 +170,7 @@ def main(argv=None):
     parser = lesson.parser(__file__, __doc__, **POST_SIZES)
     parser.add_argument("--model", type=data.model_flag, default=data.MLP, metavar="NAME",
                         help=f"{data.MLP} (the post's MLP stacked --layers times, with residuals) or a transformers "
-                        "preset built from its config (tiny-llama, tiny-qwen, tiny-gpt2, llama-1b) (default: mlp)")
+                        f"preset built from its config ({', '.join(PRESETS)}) (default: {data.MLP})")
     parser.add_argument("--layers", type=positive_int, default=DEFAULT_LAYERS, metavar="N",
                         help=f"with --model mlp: the MLPs stacked (default: {DEFAULT_LAYERS})")
     parser.add_argument("--variant", choices=VARIANTS, default="eager",
