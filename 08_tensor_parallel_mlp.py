@@ -7,7 +7,7 @@ feature by feature, nothing is exchanged) and the same columns of down_proj's we
 Per rank and forward: the three GEMMs at 1/N of the FLOPs, GELU and mul on 1/N of the elements, and the all-reduce
 of y, [tokens, dim] (12.6 MB at the post's shape in bf16, as large as x).
 
-Seven ways to run it, `--variant` (several at once: `--variant plain,overlap`, or `all`):
+Eight ways to run it, `--variant` (several at once: `--variant plain,overlap`, or `all`):
 
     dtensor           PyTorch's tensor-parallel API: the post's module, parallelize_module(mlp, mesh, plan) with
                       {"gate_proj": ColwiseParallel(), "up_proj": ColwiseParallel(), "down_proj": RowwiseParallel()}
@@ -15,6 +15,10 @@ Seven ways to run it, `--variant` (several at once: `--variant plain,overlap`, o
     plain             plain tensors: each rank's slices as three nn.Linear, and one dist.all_reduce
     overlap           the tokens in --chunks pieces: chunk i's all-reduce runs (async_op=True, on NCCL's own stream)
                       while chunk i+1 computes; only the last one has nothing left to hide behind
+    overlap-ce        the all-reduce without NCCL or SMs (GPUs only): a reduce-scatter and an all-gather of copy-engine
+                      pulls from the peers' symmetric memory. Each rank computes the other ranks' blocks of tokens
+                      first, pulls their partial sums of its own block while it computes that block's gate and up,
+                      then runs its down GEMM in --chunks pieces, each pulled by the peers while the next one computes
     seqpar            Megatron's sequence parallelism: each rank holds its slice of the tokens; all_gather_into_tensor
                       of x, the same GEMMs, reduce_scatter_tensor of y (each rank keeps its tokens' rows of y)
     async-tp          the same through PyTorch's symmetric memory (GPUs only): torch.ops.symm_mem's
@@ -114,7 +118,7 @@ def require_valid(args, ranks):
     gpu_only = [v for v in args.variant if v in GPU_ONLY]
     if gpu_only and ranks.device.type != "cuda":
         raise UsageError(f"--variant {gpu_only[0]} runs on PyTorch's symmetric memory between GPUs: it needs GPUs "
-                         "(seqpar is the same split through gloo on a CPU)")
+                         "(plain and seqpar are the same splits through gloo on a CPU)")
     if (args.sm_carveout or args.nccl_channels) and ranks.device.type != "cuda":
         raise UsageError("--sm_carveout and --nccl_channels share a GPU's SMs between GEMMs and NCCL: they need GPUs")
     if args.sm_carveout and "overlap" not in args.variant:
@@ -127,7 +131,7 @@ def require_valid(args, ranks):
         lesson.require_cpp_compiler()
 
 
-def expectations(variant, args, eager_dtensor_trace, on_gpu):
+def expectations(variant, args, eager_dtensor_trace, on_gpu, plain_trace):
     """What each variant's trace shows on every rank (read by traces/communication.py)."""
     checks = [ex.profiler_steps()]
     if variant == "seqpar":
@@ -147,6 +151,19 @@ def expectations(variant, args, eager_dtensor_trace, on_gpu):
             ex.exposed_share_at_most(ASYNC_TP_EXPOSED, what="transfer", why="each shard's copy runs beside the "
                                      "matmul of the shard before it; the first shard and the last sum wait"),
         ]
+    elif variant == "overlap-ce":
+        checks += [ex.no_nccl_kernel(why="the copy engine pulls from the peers' symmetric memory; signal kernels say "
+                                     "when a block is ready")]
+        if not args.cuda_graph:  # a graph's replay launches the copies from cudaGraphLaunch, which names neither
+            world = dist.get_world_size()
+            checks += [
+                ex.collectives_per_step(world - 1, "ReduceScatter", others_ok=True,
+                                        why="a pull of each peer's partial sums of this rank's block"),
+                ex.collectives_per_step(args.chunks * world, "AllGather", others_ok=True,
+                                        why=f"per piece of the own block's down GEMM, a pull from each peer and the "
+                                        f"copy of its own rows: {args.chunks} × {world}"),
+            ]
+        checks.append(ex.less_exposed_than(plain_trace, "plain's all-reduce (--variant plain)"))
     elif variant == "overlap":
         chunks, limit = args.chunks, min(1.0, 1 / args.chunks + EXPOSED_MARGIN)
         checks += [
@@ -195,7 +212,8 @@ def profile_variant(variant, args, ranks):
 
     # Guess first, then look.
     expected = expectations(variant, args, runs.other_variant(run, __file__, args, "dtensor", ranks),
-                            on_gpu=run.device.type == "cuda")
+                            on_gpu=run.device.type == "cuda",
+                            plain_trace=runs.other_variant(run, __file__, args, "plain", ranks))
     lesson.announce(expected, run, compiled_already=True)
     step()  # compiled, captured and warm before the profile
     lesson.synchronize(run.device)
@@ -235,7 +253,8 @@ def main(argv=None):
     parser.add_argument("--variant", type=variants_flag, default=("dtensor",), metavar="NAME[,NAME...]",
                         help=f"{', '.join(VARIANTS)}, several separated by commas, or all (default: dtensor)")
     parser.add_argument("--chunks", type=positive_int, default=DEFAULT_CHUNKS,
-                        help=f"with overlap: the token chunks, one all-reduce each (default: {DEFAULT_CHUNKS})")
+                        help=f"with overlap: the token chunks, one all-reduce each; with overlap-ce: the pieces of "
+                        f"each rank's own down GEMM, pulled by the peers one by one (default: {DEFAULT_CHUNKS})")
     parser.add_argument("--cuda_graph", action="store_true",
                         help=f"capture the {', '.join(GRAPHABLE)} forward in a CUDA graph, replayed each step (GPUs "
                         "only)")

@@ -266,3 +266,23 @@ def test_async_tp_copies_are_its_collectives_and_hide_behind_the_matmuls(tmp_pat
     assert "copy-engine" in kinds["Memcpy DtoD (Device -> Device)"]
     assert cx.no_nccl_kernel().check(trace).ok
     assert not cx.no_nccl_kernel().check(read_trace(simulated_tp_run(tmp_path)[0])).ok
+
+
+@pytest.mark.parametrize("labels,memcpy,collectives", [
+    (("copy_engine_all_gather", "copy_engine_reduce_scatter"), "Memcpy PtoP (Device -> Device)",
+     ["AllGather", "ReduceScatter"]),  # overlap-ce's record functions: named for the collective their copies make
+    (None, "Memcpy PtoP (Device -> Device)", ["PeerCopy", "PeerCopy"]),  # a CUDA graph's replay: between GPUs
+    (None, "Memcpy DtoD (Device -> Device)", []),  # ... and a copy inside one GPU, which may be anything
+    (("nccl:all_gather", "c10d::reduce_scatter_"), "Memcpy DtoD (Device -> Device)", []),  # c10d's own copies
+])
+def test_copies_are_collectives_when_a_name_or_their_ends_say_so(tmp_path, labels, memcpy, collectives):
+    from tp_traces import simulated_async_tp_trace
+
+    trace = read_trace(simulated_async_tp_trace(tmp_path / "t_rank0.json", labels=labels, memcpy=memcpy))
+    found = comm.communication(trace)
+    copies = [c.collective for c in found.steps[0].collectives if c.name.startswith("Memcpy")]
+    assert copies == collectives
+    assert found.per_step("Barrier") == [2, 2, 2]  # the symmetric-memory kernels, whatever launched them
+    if "PeerCopy" in collectives:
+        kinds = {name: what for name, what, _, _ in found.kinds()}
+        assert "CUDA graph" in kinds[memcpy] and "between two GPUs" in kinds[memcpy]

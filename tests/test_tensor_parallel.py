@@ -129,11 +129,12 @@ def test_trace_report_reads_both_ranks_and_finds_the_all_reduce(cpu_run):
     assert [r["communication"]["steps"][0]["collectives"][0]["collective"] for r in payload["ranks"]] == ["AllReduce"] * 2
 
 
-def test_async_tp_on_a_cpu_is_one_line(tmp_path):
-    result = torchrun(*TINY, "--device", "cpu", "--variant", "plain,async-tp", "--trace_dir", str(tmp_path), nproc=1)
-    assert result.returncode != 0
+@pytest.mark.parametrize("variant", ["async-tp", "overlap-ce"])
+def test_symmetric_memory_variants_on_a_cpu_are_one_line(tmp_path, variant):
+    result = torchrun(*TINY, "--device", "cpu", "--variant", f"plain,{variant}", "--trace_dir", str(tmp_path), nproc=1)
+    assert result.returncode != 0  # the rank exits 2; torchrun reports any failed worker as 1
     ours = [line for line in stderr_lines(result) if "08_tensor_parallel_mlp.py: error:" in line]
-    assert len(ours) == 1 and "--variant async-tp runs on PyTorch's symmetric memory" in ours[0], result.stderr
+    assert len(ours) == 1 and f"--variant {variant} runs on PyTorch's symmetric memory" in ours[0], result.stderr
     assert not list(tmp_path.rglob("*.json"))
 
 
@@ -304,7 +305,7 @@ def test_every_variant_on_two_gpus(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert stderr_lines(result) == []
     checks = output_checks(result.stdout)
-    assert len(checks) == 7 and all(line.endswith("✓") for line in checks), checks
+    assert len(checks) == 8 and all(line.endswith("✓") for line in checks), checks
     ranks = [tmp_path / FOLDER / f"4_64_256_1024_tp2_plain_eager_rank{r}.json" for r in (0, 1)]
     nccl = [n for n in names(load_trace(ranks[0]), cat="kernel") if n.startswith(("ncclDevKernel_", "ncclKernel_"))]
     assert len(nccl) == 3, nccl  # one all-reduce per profiled step
@@ -313,6 +314,7 @@ def test_every_variant_on_two_gpus(tmp_path):
     timings = (tmp_path / FOLDER / "4_64_256_1024_tp2_all_bench.md").read_text()
     assert "plain + all_reduce, CUDA graph" in timings and "overlap, 4 chunks, CUDA graph" in timings
     assert "seq-parallel AG + RS, CUDA graph" in timings and "async-TP (symm. memory)" in timings
+    assert "overlap, copy engine, 4 pieces, CUDA graph" in timings
     assert "WRONG" not in timings
 
 
@@ -325,6 +327,25 @@ def test_plain_and_overlap_in_a_cuda_graph_on_two_gpus(tmp_path):
     assert len(checks) == 2 and all(line.endswith("✓") for line in checks), checks
     assert "✓ one AllReduce per step" in result.stdout and "✓ 4 AllReduce per step" in result.stdout
     assert (tmp_path / FOLDER / "64_128_768_3072_tp2_overlap4_graph_eager_rank1.json").is_file()
+
+
+@pytest.mark.gpu
+@two_gpus
+def test_the_copy_engine_overlap_on_two_gpus_eagerly_and_in_a_cuda_graph(tmp_path):
+    small = ["--batch", "4", "--seq", "64", "--dim", "256", "--hidden", "1024"]
+    stdout = {}
+    for graph in ([], ["--cuda_graph"]):
+        result = torchrun(*small, "--variant", "overlap-ce", "--chunks", "2", *graph, "--trace_dir", str(tmp_path))
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert stderr_lines(result) == []
+        checks = output_checks(result.stdout)
+        assert len(checks) == 1 and checks[0].endswith("✓"), checks
+        assert "✓ no NCCL kernel in the steps" in result.stdout
+        stdout[bool(graph)] = result.stdout
+    assert "✓ one ReduceScatter per step" in stdout[False] and "✓ 4 AllGather per step" in stdout[False]
+    eager = load_trace(tmp_path / FOLDER / "4_64_256_1024_tp2_overlapce2_eager_rank0.json")
+    copies = [n for n in names(eager, cat="gpu_memcpy") if n.startswith("Memcpy PtoP")]
+    assert len(copies) == 3 * (1 + 2), copies  # per step: the partial sums, then a pull per piece
 
 
 @pytest.mark.gpu

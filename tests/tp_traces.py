@@ -88,16 +88,21 @@ def simulated_tp_run(folder: Path, run: str = "64_128_768_3072_tp2_plain_eager",
 
 
 MEMCPY = "Memcpy DtoD (Device -> Device)"
+PEER_MEMCPY = "Memcpy PtoP (Device -> Device)"
+SYMM_MEM_OPS = ("fused_all_gather_matmul", "fused_matmul_reduce_scatter")
 BARRIER = "void c10d::symmetric_memory::barrier_kernel<unsigned int>(unsigned int**, int, unsigned long, int, int)"
 COPY_STREAM = {"pid": 0, "tid": 30}
 
 
 def simulated_async_tp_trace(path: Path, *, mm_us: float = 100.0, copy_us: float = 60.0,
-                             barrier_us: float = 5.0) -> Path:
+                             barrier_us: float = 5.0, labels: tuple[str, str] | None = SYMM_MEM_OPS,
+                             memcpy: str = MEMCPY) -> Path:
     """One rank's trace of async-TP on 2 ranks, three profiled steps: inside each of torch.ops.symm_mem's record
     functions (`fused_all_gather_matmul`, then `fused_matmul_reduce_scatter`) a barrier kernel, the matmul of the
     shard at hand on the compute stream and, beside it on a second stream, the copy-engine memcpy of the peer's shard
-    (launched by cudaMemcpyAsync from aten::copy_), then the second shard's matmul once the copy is done."""
+    (launched by cudaMemcpyAsync from aten::copy_), then the second shard's matmul once the copy is done.
+    `labels`: the two record functions' names instead (None: none, as a CUDA graph's replay shows no op around its
+    copies); `memcpy`: the copies' name."""
     events: list[dict] = []
     corr = 0
 
@@ -116,13 +121,14 @@ def simulated_async_tp_trace(path: Path, *, mm_us: float = 100.0, copy_us: float
         box("user_annotation", f"ProfilerStep#{number}", cpu_t, 90)
         box("user_annotation", "tp_mlp_fwd", cpu_t + 1, 88)
         cursor = cpu_t + 2
-        for fused in ("fused_all_gather_matmul", "fused_matmul_reduce_scatter"):
-            box("user_annotation", fused, cursor, 40)
+        for fused in labels or (None, None):
+            if fused is not None:
+                box("user_annotation", fused, cursor, 40)
             launched("symm_mem::barrier", "cudaLaunchKernel", "kernel", BARRIER, cursor + 1, gpu_t, barrier_us,
                      COMPUTE_STREAM)
             gpu_t += barrier_us
             launched("aten::mm", "cuLaunchKernelEx", "kernel", GEMM, cursor + 10, gpu_t, mm_us, COMPUTE_STREAM)
-            launched("aten::copy_", "cudaMemcpyAsync", "gpu_memcpy", MEMCPY, cursor + 20, gpu_t, copy_us, COPY_STREAM)
+            launched("aten::copy_", "cudaMemcpyAsync", "gpu_memcpy", memcpy, cursor + 20, gpu_t, copy_us, COPY_STREAM)
             gpu_t += max(mm_us, copy_us)
             launched("aten::mm", "cuLaunchKernelEx", "kernel", GEMM, cursor + 30, gpu_t, mm_us, COMPUTE_STREAM)
             gpu_t += mm_us

@@ -2,9 +2,9 @@
 
     traces/08_tensor_parallel_mlp/64_128_768_3072_tp2_overlap4_eager_rank0.json
 
-The tag names the world size, the variant (with its chunk count for `overlap`), `carve<N>` for overlap's SM
-carveout, `nccl<N>ch` for NCCL's channels, `graph` for a CUDA graph, then `eager` or `compile`, the dtype and `_cpu`
-as every lesson's do; the rank comes last, so that one run's traces differ only there and
+The tag names the world size, the variant (with its chunk count for `overlap` and `overlap-ce`), `carve<N>` for
+overlap's SM carveout, `nccl<N>ch` for NCCL's channels, `graph` for a CUDA graph, then `eager` or `compile`, the
+dtype and `_cpu` as every lesson's do; the rank comes last, so that one run's traces differ only there and
 `trace-report RUN_rank0.json RUN_rank1.json` reads them as ranks.
 """
 
@@ -25,7 +25,7 @@ RANK_SUFFIX = "_rank{rank}"
 def variant_tag(args: argparse.Namespace, variant: str, world: int) -> list[Any]:
     """The parts of the file name before `eager|compile`: sizes, world size, variant and what changes its trace."""
     name = {"dtensor": "dtensor", "dtensor-compile": "dtensor", "plain": "plain", "overlap": f"overlap{args.chunks}",
-            "seqpar": "seqpar", "async-tp": "asynctp", "async-tp-compile": "asynctp"}
+            "overlap-ce": f"overlapce{args.chunks}", "seqpar": "seqpar", "async-tp": "asynctp", "async-tp-compile": "asynctp"}
     carve = getattr(args, "sm_carveout", None)
     carved = [f"carve{carve}"] if carve and variant == "overlap" else []
     channels = getattr(args, "nccl_channels", None)

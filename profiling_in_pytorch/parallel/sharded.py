@@ -9,6 +9,9 @@ One all-reduce adds the N partial sums, and every rank holds y.
     dtensor-compile   the same under torch.compile
     plain             ShardedGeGLUMLP: plain tensors, and one `dist.all_reduce(y)`
     overlap           OverlappedGeGLUMLP: the tokens in chunks, chunk i's all-reduce running while chunk i+1 computes
+    overlap-ce        CopyEngineGeGLUMLP (parallel/copy_engine.py): the all-reduce as a reduce-scatter and an
+                      all-gather of copy-engine pulls from the peers' symmetric memory, each beside GEMMs of the same
+                      forward (GPUs only)
     seqpar            SequenceParallelGeGLUMLP: Megatron's sequence parallelism, each rank holding its slice of the
                       tokens: all-gather x, the same GEMMs, reduce-scatter y (each rank keeps its tokens' rows of y)
     async-tp          AsyncTensorParallelGeGLUMLP: the same split through PyTorch's symmetric memory, the all-gather
@@ -34,10 +37,11 @@ from torch import nn
 
 from profiling_in_pytorch.errors import UsageError
 
-VARIANTS = ("dtensor", "dtensor-compile", "plain", "overlap", "seqpar", "async-tp", "async-tp-compile")
-GRAPHABLE = ("plain", "overlap", "seqpar", "async-tp")
+VARIANTS = ("dtensor", "dtensor-compile", "plain", "overlap", "overlap-ce", "seqpar", "async-tp", "async-tp-compile")
+GRAPHABLE = ("plain", "overlap", "overlap-ce", "seqpar", "async-tp")
 SEQUENCE_SHARDED = ("seqpar", "async-tp", "async-tp-compile")  # x and y split by tokens over the ranks
-GPU_ONLY = ("async-tp", "async-tp-compile")
+GPU_ONLY = ("overlap-ce", "async-tp", "async-tp-compile")
+TOKEN_BLOCKS = SEQUENCE_SHARDED + ("overlap-ce",)  # the tokens in equal shares over the ranks
 COMPILED = ("dtensor-compile", "async-tp-compile")
 DEFAULT_CHUNKS = 4
 
@@ -55,10 +59,13 @@ def require_shardable(hidden: int, world: int, tokens: int, chunks: int, variant
         raise UsageError(f"--hidden {hidden} does not split into {world} equal shares: give a multiple of {world}")
     if chunks > tokens:
         raise UsageError(f"--chunks {chunks} is more chunks than the {tokens} tokens (batch × seq) to split")
-    split = [v for v in variants if v in SEQUENCE_SHARDED]
+    split = [v for v in variants if v in TOKEN_BLOCKS]
     if split and tokens % world:
         raise UsageError(f"--variant {split[0]} gives each rank tokens/{world} of the {tokens} tokens (batch × seq): "
                          f"give a multiple of {world}")
+    if "overlap-ce" in variants and tokens // world < chunks:
+        raise UsageError(f"--chunks {chunks} cuts each rank's {tokens // world} tokens of overlap-ce into more pieces "
+                         "than rows")
 
 
 def wanted_rows(y: torch.Tensor, variant: str, rank: int, world: int) -> torch.Tensor:
@@ -357,6 +364,10 @@ def build(variant: str, reference: nn.Module, x: torch.Tensor, ranks, *, chunks:
     elif variant == "overlap":
         model = OverlappedGeGLUMLP.from_module(reference, ranks.rank, ranks.world, chunks=chunks,
                                                sm_carveout=sm_carveout)
+    elif variant == "overlap-ce":
+        from profiling_in_pytorch.parallel.copy_engine import CopyEngineGeGLUMLP
+
+        model = CopyEngineGeGLUMLP.from_module(reference, ranks.rank, ranks.world, chunks=chunks).join(x)
     elif variant == "seqpar":
         model = SequenceParallelGeGLUMLP.from_module(reference, ranks.rank, ranks.world)
     elif variant == "async-tp":
@@ -382,6 +393,7 @@ def describe(variant: str, chunks: int = DEFAULT_CHUNKS, cuda_graph: bool = Fals
         "dtensor-compile": "DTensor, compiled",
         "plain": "plain + all_reduce",
         "overlap": f"overlap, {chunks} chunks",
+        "overlap-ce": f"overlap, copy engine, {chunks} pieces",
         "seqpar": "seq-parallel AG + RS",
         "async-tp": "async-TP (symm. memory)",
         "async-tp-compile": "async-TP, compiled",

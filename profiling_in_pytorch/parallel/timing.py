@@ -214,7 +214,7 @@ def bench_and_report(script: str, args, ranks, console) -> bool:
     knobs = ([f"carve{args.sm_carveout}"] if args.sm_carveout else []) + (
         [f"nccl{args.nccl_channels}ch"] if args.nccl_channels else [])
     names = ["all"] if set(args.variant) == set(sharded.VARIANTS) else [
-        f"{name}{args.chunks}" if name == "overlap" else name for name in args.variant]
+        f"{name.replace('-', '')}{args.chunks}" if name in ("overlap", "overlap-ce") else name for name in args.variant]
     parts = [*sizes, f"tp{ranks.world}", "+".join(names), *knobs, "bench"] + ([dtype_name(dtype)] if dtype != torch.bfloat16 else [])
     parts += [device.type] if device.type != "cuda" else []
     folder = writable_dir(Path(args.trace_dir) / Path(script).stem, "traces")

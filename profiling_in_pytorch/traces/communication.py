@@ -12,9 +12,12 @@ Where a collective shows in a torch.profiler trace depends on the backend:
     symmetric memory (async-TP, GPUs)   no NCCL: inside `fused_all_gather_matmul` / `fused_matmul_reduce_scatter`
                   (torch.ops.symm_mem's record functions) the transfers are memcpys between the GPUs' mapped
                   buffers, run by the copy engine on a second stream (`Memcpy DtoD` or `Memcpy PtoP`), and the
-                  ranks meet in small kernels (`c10d::symmetric_memory::barrier_kernel`): each is one collective here
-                  (AllGather or ReduceScatter, from the record function; Barrier for the kernels), and the matmuls
-                  beside them are the compute that hides them
+                  ranks meet in small kernels (`c10d::symmetric_memory::barrier_kernel`, `put_signal_kernel`,
+                  `wait_signal_kernel`): each is one collective here (AllGather or ReduceScatter, from the record
+                  function, or any op or record function whose name says it, `copy_engine_all_gather`; Barrier for
+                  the kernels), and the matmuls beside them are the compute that hides them. A CUDA graph's replay
+                  launches its copies from `cudaGraphLaunch`, which names no collective: a `Memcpy PtoP` (between
+                  two GPUs) is then a PeerCopy
 
 Either way the caller's thread shows the op that asked for it, `c10d::allreduce_` (inside `_c10d_functional::
 all_reduce` when DTensor or torch.compile asked), which only enqueues it: its time is not the collective's.
@@ -238,6 +241,13 @@ def communication(trace: Trace) -> Communication | None:
     return None
 
 
+# A record function or op named for the collective its copies make (`copy_engine_all_gather`), and what a copy
+# between two GPUs is when nothing around its launch names one (a CUDA graph's replay).
+COLLECTIVE_IN_NAME = re.compile(r"all_?gather|reduce_?scatter|all_?reduce|all_?to_?all", re.IGNORECASE)
+_NAMED_COLLECTIVES = {"allgather": "AllGather", "reducescatter": "ReduceScatter", "allreduce": "AllReduce",
+                      "alltoall": "AllToAll"}
+PEER_COPY = "PeerCopy"
+
 # The record functions torch.ops.symm_mem opens around its fused ops (async-TP), and the collective each performs.
 SYMMETRIC_MEMORY_OPS = {"fused_all_gather_matmul": "AllGather", "fused_matmul_reduce_scatter": "ReduceScatter",
                         "symm_mem::fused_all_gather_matmul": "AllGather",
@@ -246,8 +256,10 @@ SYMMETRIC_MEMORY_OPS = {"fused_all_gather_matmul": "AllGather", "fused_matmul_re
 
 def symmetric_memory_collective(work: GpuWork) -> str | None:
     """The collective a piece of GPU work does for PyTorch's symmetric memory, None if it is not such work: a memcpy
-    launched inside one of torch.ops.symm_mem's fused ops (its transfers between the GPUs' mapped buffers), or a
-    symmetric-memory kernel (the ranks' barrier and signals: "Barrier"; its one- and two-shot collectives, by name)."""
+    launched inside one of torch.ops.symm_mem's fused ops (its transfers between the GPUs' mapped buffers) or inside
+    a record function named for a collective (`copy_engine_all_gather`; not c10d's ops, whose own copies around an
+    NCCL kernel are not the transfer), a copy between two GPUs that nothing names (PeerCopy), or a symmetric-memory
+    kernel (the ranks' barrier and signals: "Barrier"; its one- and two-shot collectives, by name)."""
     if work.kind == "kernel":
         if not is_symmetric_memory_kernel(work.name):
             return None
@@ -257,7 +269,14 @@ def symmetric_memory_collective(work: GpuWork) -> str | None:
         return "Barrier"
     if work.kind != "memcpy":
         return None
-    return next((SYMMETRIC_MEMORY_OPS[n] for n in reversed(work.launch_path) if n in SYMMETRIC_MEMORY_OPS), None)
+    for name in reversed(work.launch_path):
+        if name in SYMMETRIC_MEMORY_OPS:
+            return SYMMETRIC_MEMORY_OPS[name]
+        if "::" in name or BACKEND_LABEL.match(name):  # c10d's ops and NCCL's labels: their copies are not the transfer
+            continue
+        if (said := COLLECTIVE_IN_NAME.search(name)) is not None:
+            return _NAMED_COLLECTIVES[said[0].lower().replace("_", "")]
+    return PEER_COPY if "PtoP" in work.name else None
 
 
 def _step(name: str, ts: float, collectives: list[Collective], issued: Counter,
@@ -322,9 +341,11 @@ def _what(c: Collective) -> str:
             return f"{c.collective} ({GENERIC_NOTE})"
         return c.nccl.describe()
     if c.where == "gpu" and c.name.startswith("Memcpy"):  # by name: a rank's collectives may have dropped `work`
-        what = ("from a peer GPU's mapped buffer" if "PtoP" in c.name else
+        what = ("between two GPUs (from or to a peer's mapped buffer)" if "PtoP" in c.name else
                 "between buffers of this GPU (its shard into the buffer the peers read, or back)")
-        return f"{c.collective} of PyTorch's symmetric memory (async-TP): a copy-engine transfer {what}, no SM used"
+        graph = (" (launched by a CUDA graph's replay: which collective it serves, the trace does not say)"
+                 if c.collective == PEER_COPY else "")
+        return f"{c.collective}: a copy-engine transfer {what}, no SM used{graph}"
     if c.where == "gpu":
         return f"{c.collective}: a symmetric-memory kernel (the ranks meeting through each other's memory, no NCCL)"
     found = BACKEND_LABEL.match(c.name)

@@ -21,6 +21,7 @@ __all__ = [
     "exposed_share_at_least",
     "exposed_share_at_most",
     "less_cpu_than",
+    "less_exposed_than",
     "no_nccl_kernel",
 ]
 
@@ -180,6 +181,23 @@ def less_cpu_than(other: Path, what: str, claim: str = "") -> Expectation:
         return Outcome(mine < theirs, f"CPU per step: {mine:,.1f} µs here, {theirs:,.1f} µs in {other.name}")
 
     return Expectation(f"less CPU time per step than {what}", check, claim)
+
+
+def less_exposed_than(other: Path, what: str, claim: str = "") -> Expectation:
+    """Fewer µs per step of communication with nothing beside it than the trace at `other` (the same run's other
+    variant, the same rank); skipped if it is missing."""
+
+    def check(trace: Trace) -> Outcome:
+        if not other.is_file():
+            return Outcome(None, f"skipped: {other.name} is missing (run {what} first)")
+        found, base = _read(trace), _read(read_trace(other))
+        for comm in (found, base):
+            if isinstance(comm, Outcome):
+                return comm
+        mine, theirs = found.exposed_us_per_step, base.exposed_us_per_step
+        return Outcome(mine < theirs, f"exposed per step: {mine:,.1f} µs here, {theirs:,.1f} µs in {other.name}")
+
+    return Expectation(f"less communication exposed per step than {what}", check, claim)
 
 
 def _is_math(name: str) -> bool:

@@ -1,0 +1,132 @@
+"""overlap-ce's schedule on a CPU: N ranks as N threads of this process, sharing their "symmetric" buffers.
+
+On GPUs the transport is PyTorch's symmetric memory (a buffer per rank mapped into every rank, signal kernels, a
+second stream). Here each rank is a thread, the buffers are shared tensors, a signal is a semaphore and the barrier
+a threading.Barrier: the same forward runs, every block, pull and sum in its order, and each rank's y must be the
+single-process module's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+
+import pytest
+import torch
+
+from profiling_in_pytorch.mlp import SimpleGeGLUMLP
+from profiling_in_pytorch.parallel.copy_engine import CopyEngineGeGLUMLP
+from profiling_in_pytorch.parallel.sharded import require_shardable
+from profiling_in_pytorch.errors import UsageError
+
+
+class Threads:
+    """The ranks' shared state: a buffer each, a semaphore per (from, to, channel), one barrier."""
+
+    def __init__(self, world: int, shape, dtype):
+        self.world = world
+        self.buffers = [torch.full(shape, float("nan"), dtype=dtype) for _ in range(world)]  # NaN: a missed write shows
+        self.barrier = threading.Barrier(world, timeout=30)
+        self.signals: dict[tuple[int, int, int], threading.Semaphore] = {}
+        self.lock = threading.Lock()
+        self.log: list[tuple] = []  # (rank, what, peer, channel), in the order they happened
+
+    def semaphore(self, src: int, dst: int, channel: int) -> threading.Semaphore:
+        with self.lock:
+            return self.signals.setdefault((src, dst, channel), threading.Semaphore(0))
+
+
+class ThreadTransport:
+    """One rank's view of `Threads`: the interface CopyEngineGeGLUMLP asks of SymmetricTransport."""
+
+    def __init__(self, shared: Threads, rank: int):
+        self.shared, self.rank, self.world = shared, rank, shared.world
+        self.buffers = shared.buffers
+
+    def barrier(self):
+        self.shared.barrier.wait()
+
+    def signal(self, dst, channel):
+        self.shared.log.append((self.rank, "signal", dst, channel))
+        self.shared.semaphore(self.rank, dst, channel).release()
+
+    def wait(self, src, channel):
+        assert self.shared.semaphore(src, self.rank, channel).acquire(timeout=30), (self.rank, src, channel)
+        self.shared.log.append((self.rank, "wait", src, channel))
+
+    def on_side(self):
+        return contextlib.nullcontext()  # one thread per rank: its "streams" run in program order
+
+    def side_waits_main(self):
+        pass
+
+    def main_waits_side(self):
+        pass
+
+    def side_waits_here(self):
+        pass
+
+
+def run_ranks(world: int, chunks: int, tokens: int = 12, dim: int = 8, hidden: int = 24, forwards: int = 2):
+    torch.manual_seed(0)
+    reference = SimpleGeGLUMLP(dim, hidden).eval()
+    xs = [torch.randn(tokens, dim) for _ in range(forwards)]
+    shared = Threads(world, (world, tokens // world, dim), torch.float32)
+    outputs, errors = {}, []
+
+    def rank(r):
+        try:
+            model = CopyEngineGeGLUMLP.from_module(reference, r, world, chunks=chunks)
+            model.join(xs[0], ThreadTransport(shared, r))
+            with torch.no_grad():
+                outputs[r] = [model(x).clone() for x in xs]
+        except BaseException as error:  # noqa: BLE001 - reported by the test, with the rank
+            errors.append((r, error))
+            shared.barrier.abort()
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(world)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors, errors
+    with torch.no_grad():
+        wants = [reference(x) for x in xs]
+    return outputs, wants, shared.log
+
+
+@pytest.mark.parametrize("world,chunks", [(2, 4), (3, 2), (4, 1)])
+def test_every_rank_returns_the_modules_output_forward_after_forward(world, chunks):
+    outputs, wants, _ = run_ranks(world, chunks)
+    for r in range(world):
+        for got, want in zip(outputs[r], wants):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_each_rank_signals_every_peer_once_per_block_and_per_piece():
+    world, chunks = 3, 2
+    _, _, log = run_ranks(world, chunks, forwards=1)
+    for r in range(world):
+        sent = sorted((peer, channel) for who, what, peer, channel in log if who == r and what == "signal")
+        peers = [p for p in range(world) if p != r]
+        want = sorted([(p, 1) for p in peers] + [(p, 2 + k) for p in peers for k in range(chunks)])
+        assert sent == want, (r, sent)
+
+
+def test_the_other_ranks_blocks_come_before_its_own():
+    """Rank r signals rank r+1's block first, then r+2's: the owner it serves first is the one whose own block comes
+    first in its pulls (rank r-1 computed r's block at its first step)."""
+    _, _, log = run_ranks(4, 1, forwards=1)
+    for r in range(4):
+        partials = [peer for who, what, peer, channel in log if who == r and what == "signal" and channel == 1]
+        assert partials == [(r + 1) % 4, (r + 2) % 4, (r + 3) % 4]
+
+
+def test_sizes_the_blocks_cannot_take_are_refused():
+    with pytest.raises(UsageError, match="tokens/2 of the 7 tokens"):
+        require_shardable(32, 2, 7, 1, ("overlap-ce",))
+    with pytest.raises(UsageError, match="more pieces than rows"):
+        require_shardable(32, 2, 8, 5, ("overlap-ce",))
+    model = CopyEngineGeGLUMLP.from_module(SimpleGeGLUMLP(8, 24), 0, 2, chunks=4)
+    with pytest.raises(ValueError, match="do not split into 2 blocks"):
+        model.join(torch.randn(6, 8), transport=object())
