@@ -54,16 +54,13 @@ class ThreadTransport:
         assert self.shared.semaphore(src, self.rank, channel).acquire(timeout=30), (self.rank, src, channel)
         self.shared.log.append((self.rank, "wait", src, channel))
 
-    def on_side(self):
+    def on(self, stream):
         return contextlib.nullcontext()  # one thread per rank: its "streams" run in program order
 
-    def side_waits_main(self):
+    def fork(self, stream):
         pass
 
-    def main_waits_side(self):
-        pass
-
-    def side_waits_here(self):
+    def join(self):
         pass
 
 

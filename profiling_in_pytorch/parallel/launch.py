@@ -19,6 +19,7 @@ import logging
 import os
 import shlex
 import sys
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
@@ -111,13 +112,21 @@ def one_voice(main: Callable[..., T]) -> Callable[..., T]:
         try:
             return main(*args, **kwargs)
         except UsageError:
+            _after_rank_0()
             raise SystemExit(EXIT_USAGE) from None
         except CannotRunHere:
+            _after_rank_0()
             raise SystemExit(EXIT_CANNOT_RUN) from None
         except KeyboardInterrupt:
             raise SystemExit(EXIT_INTERRUPTED) from None
 
     return wrapper
+
+
+def _after_rank_0(seconds: float = 3.0) -> None:
+    """A silent rank that fails the same check as rank 0 leaves a moment later: torchrun stops every other rank as
+    soon as one fails, and on 2 H100s a rank without a GPU left first and rank 0 was stopped before its line."""
+    time.sleep(seconds)
 
 
 def leaves_at_once(main: Callable[..., int | None]) -> Callable[..., int | None]:
