@@ -16,9 +16,10 @@ Eight ways to run it, `--variant` (several at once: `--variant plain,overlap`, o
     overlap           the tokens in --chunks pieces: chunk i's all-reduce runs (async_op=True, on NCCL's own stream)
                       while chunk i+1 computes; only the last one has nothing left to hide behind
     overlap-ce        the all-reduce without NCCL or SMs (GPUs only): a reduce-scatter and an all-gather of copy-engine
-                      pulls from the peers' symmetric memory. Each rank computes the other ranks' blocks of tokens
-                      first, pulls their partial sums of its own block while it computes that block's gate and up,
-                      then runs its down GEMM in --chunks pieces, each pulled by the peers while the next one computes
+                      pulls from the peers' symmetric memory, beside down_proj's GEMMs. The tokens are split in one
+                      block per rank and each block in --chunks pieces; each rank runs down_proj on the other ranks'
+                      blocks first, piece by piece, pulling their partial sums of its own block as they finish, then
+                      on its own block on top of those sums, each piece pulled by the peers while the next computes
     seqpar            Megatron's sequence parallelism: each rank holds its slice of the tokens; all_gather_into_tensor
                       of x, the same GEMMs, reduce_scatter_tensor of y (each rank keeps its tokens' rows of y)
     async-tp          the same through PyTorch's symmetric memory (GPUs only): torch.ops.symm_mem's
@@ -157,8 +158,9 @@ def expectations(variant, args, eager_dtensor_trace, on_gpu, plain_trace):
         if not args.cuda_graph:  # a graph's replay launches the copies from cudaGraphLaunch, which names neither
             world = dist.get_world_size()
             checks += [
-                ex.collectives_per_step(world - 1, "ReduceScatter", others_ok=True,
-                                        why="a pull of each peer's partial sums of this rank's block"),
+                ex.collectives_per_step(args.chunks * (world - 1), "ReduceScatter", others_ok=True,
+                                        why=f"a pull per piece of each peer's partial sums of this rank's block: "
+                                        f"{args.chunks} × {world - 1}"),
                 ex.collectives_per_step(args.chunks * world, "AllGather", others_ok=True,
                                         why=f"per piece of the own block's down GEMM, a pull from each peer and the "
                                         f"copy of its own rows: {args.chunks} × {world}"),

@@ -60,8 +60,14 @@ class ThreadTransport:
     def fork(self, stream):
         pass
 
-    def join(self):
-        pass
+    def mark(self, stream):
+        return stream
+
+    def after(self, mark):
+        assert mark == "pulls"
+
+    def join(self, *streams):
+        assert set(streams) <= {"pulls", "copies"}
 
 
 def run_ranks(world: int, chunks: int, tokens: int = 12, dim: int = 8, hidden: int = 24, forwards: int = 2):
@@ -92,7 +98,7 @@ def run_ranks(world: int, chunks: int, tokens: int = 12, dim: int = 8, hidden: i
     return outputs, wants, shared.log
 
 
-@pytest.mark.parametrize("world,chunks", [(2, 4), (3, 2), (4, 1)])
+@pytest.mark.parametrize("world,chunks", [(1, 2), (2, 4), (3, 2), (4, 1)])
 def test_every_rank_returns_the_modules_output_forward_after_forward(world, chunks):
     outputs, wants, _ = run_ranks(world, chunks)
     for r in range(world):
@@ -106,17 +112,21 @@ def test_each_rank_signals_every_peer_once_per_block_and_per_piece():
     for r in range(world):
         sent = sorted((peer, channel) for who, what, peer, channel in log if who == r and what == "signal")
         peers = [p for p in range(world) if p != r]
-        want = sorted([(p, 1) for p in peers] + [(p, 2 + k) for p in peers for k in range(chunks)])
+        want = sorted([(p, 1 + k) for p in peers for k in range(2 * chunks)])  # partial sums, then final rows
         assert sent == want, (r, sent)
 
 
 def test_the_other_ranks_blocks_come_before_its_own():
-    """Rank r signals rank r+1's block first, then r+2's: the owner it serves first is the one whose own block comes
-    first in its pulls (rank r-1 computed r's block at its first step)."""
-    _, _, log = run_ranks(4, 1, forwards=1)
+    """Rank r sends rank r+1's block first, then r+2's, piece by piece, and only then its own rows; it pulls its own
+    block's pieces from rank r-1 first (which computed it at its first step)."""
+    _, _, log = run_ranks(4, 2, forwards=1)
     for r in range(4):
-        partials = [peer for who, what, peer, channel in log if who == r and what == "signal" and channel == 1]
-        assert partials == [(r + 1) % 4, (r + 2) % 4, (r + 3) % 4]
+        sent = [(peer, channel) for who, what, peer, channel in log if who == r and what == "signal"]
+        owners = [(r + 1) % 4, (r + 2) % 4, (r + 3) % 4]
+        assert sent[:6] == [(owner, 1 + k) for owner in owners for k in range(2)]
+        assert sorted(sent[6:]) == sorted((owner, 3 + k) for owner in owners for k in range(2))
+        pulled = [(peer, channel) for who, what, peer, channel in log if who == r and what == "wait" and channel < 3]
+        assert pulled == [((r - step) % 4, 1 + k) for step in (1, 2, 3) for k in range(2)]
 
 
 def test_sizes_the_blocks_cannot_take_are_refused():

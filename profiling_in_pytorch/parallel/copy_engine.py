@@ -7,23 +7,23 @@ SM, and PyTorch's symmetric memory maps every rank's buffer into every other ran
 peer's rows with one cudaMemcpyAsync (`Memcpy PtoP` in the trace), and the ranks tell each other "ready" through
 signal kernels of one thread block (`c10d::symmetric_memory::put_signal_kernel`, `wait_signal_kernel`).
 
-An all-reduce is a reduce-scatter then an all-gather. Here each hides behind GEMMs of the same forward. The tokens
-are cut into N blocks of rows, block d owned by rank d:
+An all-reduce is a reduce-scatter then an all-gather. Here each hides behind down_proj's GEMMs of the same
+forward. The tokens are cut into N blocks of rows, block d owned by rank d, and each block into `chunks` pieces:
 
-1. Each rank first computes the other ranks' blocks, all of the MLP on them (gate, up, GELU·mul, down): its partial
-   sums of their rows, written into its symmetric buffer. After each block it signals the block's owner.
-2. Reduce-scatter, beside the rank's own block's gate, up and GELU·mul: a second stream waits for each peer's
-   signal and pulls the peer's partial sums of this rank's rows (copy engine; with more than two ranks one kernel
-   then adds them).
-3. The own block's down GEMM starts from those sums (`addmm_`, β = 1: the last addition is the GEMM's epilogue),
-   in `chunks` pieces. After each piece the rank signals every peer.
-4. All-gather, beside the next piece: each peer pulls the finished piece into its output. Only the last piece's
-   pull has nothing left to hide behind.
+1. Gate, up and GELU·mul on every token, as in plain: whole GEMMs.
+2. down_proj on the other ranks' blocks first, piece by piece: this rank's partial sums of their rows, written into
+   its symmetric buffer, each piece's owner signalled. Meanwhile each peer does the same for this rank's block, and
+   a second stream pulls each piece of it (the reduce-scatter) while the next piece computes.
+3. down_proj on the rank's own block, piece by piece, on top of the pulled sums (`addmm_`, β = 1: the last addition
+   is the GEMM's epilogue; with more than two ranks one kernel first adds the N-1 partials). After each piece the
+   rank signals every peer.
+4. The all-gather, beside the next piece: each peer pulls the finished piece into its output. Only the last
+   piece's pull has nothing left to hide behind.
 
-What it costs: the GEMMs run on T/N rows at a time instead of T (the own block's down GEMM on T/(N·chunks)), one
-barrier kernel per forward (a rank must not overwrite its buffer before every peer has read the last forward's), and
-a few signal kernels. The output is a fresh tensor: the rank's own rows are copied out of its symmetric buffer
-beside the pulls.
+What it costs: down_proj runs as N·chunks GEMMs of T/(N·chunks) rows instead of one of T (gate and up stay whole:
+on 2 H100s at the 7B shape, GEMMs of half the rows took 9-15% longer per row), one barrier kernel per forward (a
+rank must not overwrite its buffer before every peer has read the last forward's), and signal kernels. The output
+is a fresh tensor: the rank's own rows are copied out of its symmetric buffer beside the pulls.
 
 The transport (`SymmetricTransport` on GPUs) is a small interface: per-rank buffers, barrier, signal and wait, and a
 second stream. The same schedule runs on CPU threads in the tests, with threading primitives in its place.
@@ -37,7 +37,9 @@ from torch.profiler import record_function
 
 from profiling_in_pytorch.parallel.sharded import DEFAULT_CHUNKS, ShardedGeGLUMLP, enable_symmetric_memory
 
-PARTIAL, FINAL = 1, 2  # signal channels: 0 is the barrier's; the partial sums; FINAL + k for the own block's piece k
+# Signal channels: 0 is the barrier's; PARTIAL + k for piece k of a block's partial sums; PARTIAL + pieces + k for
+# piece k of a block's final rows.
+PARTIAL = 1
 REDUCE_SCATTER, ALL_GATHER = "copy_engine_reduce_scatter", "copy_engine_all_gather"  # record functions (trace-report)
 
 
@@ -55,7 +57,7 @@ class SymmetricTransport:
         self.buffers = [self.handle.get_buffer(r, shape, dtype) for r in range(self.world)]
         self.streams = {"pulls": torch.cuda.Stream(device), "copies": torch.cuda.Stream(device)}
         pad = getattr(self.handle, "signal_pad_size", None)  # bytes; one uint32 per (channel, peer)
-        self.pieces_allowed = pad // 4 // self.world - FINAL if pad else 8
+        self.pieces_allowed = (pad // 4 // self.world - PARTIAL) // 2 if pad else 8
 
     def barrier(self) -> None:
         self.handle.barrier(channel=0)
@@ -75,10 +77,21 @@ class SymmetricTransport:
         """The side stream `stream` waits for what the current stream has queued so far."""
         self.streams[stream].wait_stream(torch.cuda.current_stream())
 
-    def join(self) -> None:
-        """The current stream waits for everything queued on the side streams."""
-        for side in self.streams.values():
-            torch.cuda.current_stream().wait_stream(side)
+    def mark(self, stream: str) -> torch.cuda.Event:
+        """A point on the side stream `stream`: what it has queued so far."""
+        event = torch.cuda.Event()
+        event.record(self.streams[stream])
+        return event
+
+    def after(self, event: torch.cuda.Event) -> None:
+        """The current stream waits for a point `mark` made."""
+        torch.cuda.current_stream().wait_event(event)
+
+    def join(self, *streams: str) -> None:
+        """The current stream waits for everything queued on these side streams (only streams forked in this
+        forward: inside a CUDA graph's capture, waiting on one that was not is an error)."""
+        for name in streams:
+            torch.cuda.current_stream().wait_stream(self.streams[name])
 
 
 class CopyEngineGeGLUMLP(ShardedGeGLUMLP):
@@ -112,60 +125,65 @@ class CopyEngineGeGLUMLP(ShardedGeGLUMLP):
             self.received = x.new_empty(self.world - 1, *shape[1:])
         return self
 
-    def hidden(self, x: torch.Tensor) -> torch.Tensor:
-        g = self.gate_proj(x)
-        u = self.up_proj(x)
-        h = F.gelu(g, approximate="tanh")
-        return h * u
-
     def forward(self, x):
-        t, r, n = self.transport, self.rank, self.world
+        t, r, n, pieces = self.transport, self.rank, self.world, self.chunks
         tokens = x.reshape(-1, x.shape[-1])
         if t is None or len(tokens) != self.tokens:
             raise ValueError(f"join() sized the symmetric buffers for {self.tokens} tokens; this x has {len(tokens)}")
         rows = self.tokens // n
-        block = [slice(d * rows, (d + 1) * rows) for d in range(n)]
-        mine = t.buffers[r]  # [n, rows, dim] in symmetric memory; the peers read it
+        bounds = [rows * i // pieces for i in range(pieces + 1)]
+        piece = [slice(a, b) for a, b in zip(bounds, bounds[1:])]  # within a block
+        mine = t.buffers[r]  # [n, rows, dim] in symmetric memory: slot d, partial sums of rank d's rows; the peers read it
         down_t = self.down_proj.weight.t()
-        y = tokens.new_empty(self.tokens, self.down_proj.out_features)
+
+        # 1. Gate, up and GELU·mul on every token, whole GEMMs as in plain.
+        g = self.gate_proj(tokens)
+        u = self.up_proj(tokens)
+        h = F.gelu(g, approximate="tanh")
+        m = (h * u).view(n, rows, -1)  # block d: rank d's rows
+        y = tokens.new_empty(n, rows, self.down_proj.out_features)
         t.barrier()  # every peer has pulled what it needed of the last forward's buffer
 
-        # 1. The other ranks' blocks first, the next owner's first: this rank's partial sums of their rows.
+        # 2. down_proj on the other ranks' blocks, the next owner's first, a piece at a time, each owner signalled;
+        # and the reduce-scatter: rank r - step computes this rank's block at its own step `step`, at the same time,
+        # so each piece of it is pulled just after this rank's own piece of that step. (The pulls' stream starts
+        # waiting only then: a signal kernel waiting on an SM beside a GEMM slowed it by 20-45% on 2 H100s, a
+        # 4,096-row gate GEMM 351 µs beside a 1 ms wait against 251 µs alone.)
+        summed = []
         for step in range(1, n):
-            owner = (r + step) % n
-            torch.mm(self.hidden(tokens[block[owner]]), down_t, out=mine[owner])
-            t.signal(owner, PARTIAL)
+            owner, peer = (r + step) % n, (r - step) % n
+            for k, rows_k in enumerate(piece):
+                torch.mm(m[owner][rows_k], down_t, out=mine[owner][rows_k])
+                t.signal(owner, PARTIAL + k)
+                t.fork("pulls")
+                with t.on("pulls"), record_function(REDUCE_SCATTER):
+                    t.wait(peer, PARTIAL + k)
+                    into = mine[r] if n == 2 else self.received[step - 1]
+                    into[rows_k].copy_(t.buffers[peer][r][rows_k])
+                    if step == n - 1:
+                        if n > 2:
+                            torch.sum(self.received[:, rows_k], dim=0, out=mine[r][rows_k])
+                        summed.append(t.mark("pulls"))  # piece k of this rank's rows: every peer's partial in
 
-        # 2. Reduce-scatter, beside this rank's own gate, up and GELU·mul: rank r - step computed this rank's block
-        # at its step `step`, so the pulls go in the order the peers finish. The pulls' stream starts only now, when
-        # the peers are about done too: a signal kernel waiting on an SM beside a GEMM slowed it by 20-45% (2 H100s,
-        # 7B shape: a 4,096-row gate GEMM 351 µs beside a 1 ms wait, 251 µs alone).
-        t.fork("pulls")
-        with t.on("pulls"), record_function(REDUCE_SCATTER):
+        # 3. down_proj on this rank's own block on top of the sums (addmm_, β = 1: the last addition is the GEMM's
+        # epilogue), a piece at a time; 4. the all-gather: each peer pulls the finished piece (and this rank copies
+        # it out, on a stream of its own so that the pulls do not queue behind it) while the next one computes.
+        for k, rows_k in enumerate(piece):
+            if n == 1:  # nothing to add: one rank's sums are its own
+                torch.mm(m[r][rows_k], down_t, out=mine[r][rows_k])
+            else:
+                t.after(summed[k])
+                mine[r][rows_k].addmm_(m[r][rows_k], down_t)
             for step in range(1, n):
-                peer = (r - step) % n
-                t.wait(peer, PARTIAL)
-                (mine[r] if n == 2 else self.received[step - 1]).copy_(t.buffers[peer][r])
-            if n > 2:
-                torch.sum(self.received, dim=0, out=mine[r])
-        m = self.hidden(tokens[block[r]])
-        t.join()
-
-        # 3. and 4. The own block's down GEMM on top of the sums, in pieces; each piece pulled by the peers (and
-        # copied out here, on a stream of its own so that the pulls do not queue behind it) while the next computes.
-        bounds = [rows * i // self.chunks for i in range(self.chunks + 1)]
-        for k, (a, b) in enumerate(zip(bounds, bounds[1:])):
-            mine[r][a:b].addmm_(m[a:b], down_t)
-            for step in range(1, n):
-                t.signal((r + step) % n, FINAL + k)
+                t.signal((r + step) % n, PARTIAL + pieces + k)
             t.fork("copies")
             t.fork("pulls")
             with t.on("copies"), record_function(ALL_GATHER):
-                y[block[r]][a:b].copy_(mine[r][a:b])
+                y[r][rows_k].copy_(mine[r][rows_k])
             with t.on("pulls"), record_function(ALL_GATHER):
                 for step in range(1, n):
                     peer = (r - step) % n
-                    t.wait(peer, FINAL + k)
-                    y[block[peer]][a:b].copy_(t.buffers[peer][peer][a:b])
-        t.join()
+                    t.wait(peer, PARTIAL + pieces + k)
+                    y[peer][rows_k].copy_(t.buffers[peer][peer][rows_k])
+        t.join("pulls", "copies")
         return y.view(*x.shape[:-1], y.shape[-1])
