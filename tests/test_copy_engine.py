@@ -67,7 +67,7 @@ class ThreadTransport:
         assert mark == "pulls"
 
     def join(self, *streams):
-        assert set(streams) <= {"pulls", "copies"}
+        assert set(streams) <= {"pulls", "copies", "signals"}
 
 
 def run_ranks(world: int, chunks: int, tokens: int = 12, dim: int = 8, hidden: int = 24, forwards: int = 2):
