@@ -64,7 +64,7 @@ class ThreadTransport:
         return stream
 
     def after(self, mark):
-        assert mark == "pulls"
+        assert mark in ("pulls", "signals")
 
     def join(self, *streams):
         assert set(streams) <= {"pulls", "copies", "signals"}
