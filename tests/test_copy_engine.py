@@ -13,11 +13,15 @@ import threading
 
 import pytest
 import torch
+from conftest import FIXTURES, run_script
 
 from profiling_in_pytorch.mlp import SimpleGeGLUMLP
 from profiling_in_pytorch.parallel.copy_engine import CopyEngineGeGLUMLP
 from profiling_in_pytorch.parallel.sharded import require_shardable
 from profiling_in_pytorch.errors import UsageError
+from profiling_in_pytorch.traces.checks import communication as cx
+from profiling_in_pytorch.traces.communication import communication
+from profiling_in_pytorch.traces.reader import read_trace
 
 
 class Threads:
@@ -137,3 +141,37 @@ def test_sizes_the_blocks_cannot_take_are_refused():
     model = CopyEngineGeGLUMLP.from_module(SimpleGeGLUMLP(8, 24), 0, 2, chunks=4)
     with pytest.raises(ValueError, match="do not split into 2 blocks"):
         model.join(torch.randn(6, 8), transport=object())
+
+
+# --- the lesson's traces on 2 H100s (tests/fixtures/h100x2): 7B shape, 4 pieces -----------------------------------
+
+H100X2 = FIXTURES / "h100x2"
+RUN = "16_512_4096_11008_tp2_{}_rank{}.json.gz"
+
+
+def test_eagerly_each_pull_is_named_for_its_collective_and_no_nccl_runs():
+    trace = read_trace(H100X2 / RUN.format("overlapce4_eager", 0))
+    found = communication(trace)
+    assert found.per_step("ReduceScatter") == [4, 4, 4]  # a pull per piece of the peer's partial sums
+    assert found.per_step("AllGather") == [8, 8, 8]  # per piece: the peer's rows pulled, this rank's copied out
+    assert cx.no_nccl_kernel().check(trace).ok
+    assert cx.collectives_per_step(4, "ReduceScatter", others_ok=True).check(trace).ok
+
+
+def test_in_a_cuda_graph_the_pulls_are_peer_copies_and_expose_less_than_plains_all_reduce():
+    trace = read_trace(H100X2 / RUN.format("overlapce4_graph_eager", 0))
+    found = communication(trace)
+    assert found.per_step("PeerCopy") == [8, 8, 8]  # 4 pieces: a pull of partial sums and one of rows each
+    plain = H100X2 / RUN.format("plain_graph_eager", 0)
+    outcome = cx.less_exposed_than(plain, "plain").check(trace)
+    assert outcome.ok, outcome.evidence
+    # plain's all-reduce (~259 µs, all of it exposed) against the copies' last piece and waits
+    assert found.exposed_us_per_step < 0.5 * communication(read_trace(plain)).exposed_us_per_step
+    assert not cx.less_exposed_than(H100X2 / RUN.format("overlapce4_graph_eager", 0), "itself").check(trace).ok
+
+
+def test_trace_report_reads_the_graph_pair_as_two_ranks_without_nccl():
+    paths = [H100X2 / RUN.format("overlapce4_graph_eager", r) for r in (0, 1)]
+    result = run_script("-m", "profiling_in_pytorch.traces.report", *map(str, paths), timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "2 ranks" in result.stdout and "PeerCopy" in result.stdout and "ncclDevKernel" not in result.stdout

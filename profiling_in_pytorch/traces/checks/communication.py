@@ -183,9 +183,9 @@ def less_cpu_than(other: Path, what: str, claim: str = "") -> Expectation:
     return Expectation(f"less CPU time per step than {what}", check, claim)
 
 
-def less_exposed_than(other: Path, what: str, claim: str = "") -> Expectation:
+def less_exposed_than(other: Path, what: str, claim: str = "", unless: str | None = None) -> Expectation:
     """Fewer µs per step of communication with nothing beside it than the trace at `other` (the same run's other
-    variant, the same rank); skipped if it is missing."""
+    variant, the same rank); skipped if it is missing. `unless`: the reason a ✗ gives."""
 
     def check(trace: Trace) -> Outcome:
         if not other.is_file():
@@ -195,7 +195,8 @@ def less_exposed_than(other: Path, what: str, claim: str = "") -> Expectation:
             if isinstance(comm, Outcome):
                 return comm
         mine, theirs = found.exposed_us_per_step, base.exposed_us_per_step
-        return Outcome(mine < theirs, f"exposed per step: {mine:,.1f} µs here, {theirs:,.1f} µs in {other.name}")
+        return Outcome(mine < theirs, f"exposed per step: {mine:,.1f} µs here, {theirs:,.1f} µs in {other.name}",
+                       None if mine < theirs else unless)
 
     return Expectation(f"less communication exposed per step than {what}", check, claim)
 
