@@ -144,8 +144,8 @@ class CopyEngineGeGLUMLP(ShardedGeGLUMLP):
         m = (h * u).view(n, rows, -1)  # block d: rank d's rows
         y = tokens.new_empty(n, rows, self.down_proj.out_features)
         # Every peer has pulled what it needed of this rank's buffer in the last forward. On the GEMMs' stream: on the
-        # signals' stream, beside gate's GEMM, the barrier spun for the ranks' skew (317 µs a step in the profiled
-        # loop on 2 H100s at 7B) and gate and up ran 503-563 µs instead of 484.
+        # signals' stream it would spin beside gate's GEMM for as long as the ranks are apart (317 µs a step in one
+        # profiled CUDA-graph loop on 2 H100s at 7B), and a kernel spinning beside a GEMM slows it.
         t.barrier()
 
         # 2. down_proj on the other ranks' blocks, the next owner's first, a piece at a time, each owner signalled;
