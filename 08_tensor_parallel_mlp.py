@@ -55,6 +55,10 @@ GEMMs. seqpar shows an all-gather before the GEMMs and a reduce-scatter after th
 `ncclDevKernel_ReduceScatter_Sum_bf16_...`), the same bytes as the one all-reduce; async-tp shows no NCCL kernel at
 all: `Memcpy PtoP` copies from the peer GPU's buffer on a second stream beside the matmuls, inside the record
 functions `fused_all_gather_matmul` and `fused_matmul_reduce_scatter` (docs/tensor-parallel.md has the H100 figures).
+overlap-ce shows no NCCL kernel either: beside each down_proj piece a `wait_signal_kernel` and a `Memcpy PtoP` on a
+second stream. It is the overlapped variant that beats plain, in a CUDA graph: on 2 H100s at the 7B shape 1,892-1,913
+µs (1.85-1.86× one GPU) against plain's 2,018-2,026 (1.74-1.76×); eagerly its ~70 calls a forward can make the CPU
+the bottleneck, and at the post's shape its pieces are too small for the copies' latency.
 Measured on 2 H200s (NVLink, NCCL 2.28.9, torch 2.11, bf16), forward µs:
 
     shape                      1 GPU   DTensor        compiled DTensor   plain + all_reduce   all-reduce alone
@@ -63,6 +67,7 @@ Measured on 2 H200s (NVLink, NCCL 2.28.9, torch 2.11, bf16), forward µs:
 
     torchrun --nproc-per-node 2 08_tensor_parallel_mlp.py                          # DTensor, the post's shape
     torchrun --nproc-per-node 2 08_tensor_parallel_mlp.py --variant overlap --chunks 4 --cuda_graph
+    torchrun --nproc-per-node 2 08_tensor_parallel_mlp.py --variant plain,overlap-ce --cuda_graph --bench
     torchrun --nproc-per-node 2 08_tensor_parallel_mlp.py --variant all --bench    # every trace, then the timings
     torchrun --nproc-per-node 2 08_tensor_parallel_mlp.py --variant overlap --sm_carveout 16 --nccl_channels 16
     torchrun --nproc-per-node 2 08_tensor_parallel_mlp.py --device cpu --batch 2 --seq 4 --dim 16 --hidden 32
