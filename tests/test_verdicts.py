@@ -102,3 +102,16 @@ def test_a_window_that_captures_a_graph_says_so_not_overhead_bound(tmp_path):
     assert "cudaStreamBeginCapture ×1" in judged.summary and "queue no GPU work" in judged.summary
     launches = [e for e in events if e["name"] == "cudaLaunchKernel"]
     assert sum(e["dur"] for e in launches) > 10 * 1.0  # without the capture it would read overhead-bound
+
+
+def test_collectives_hidden_behind_compute_do_not_make_a_rank_communication_bound():
+    """Lesson 08's overlapped variant in a CUDA graph on 2 H100s: NCCL runs during most of the GPU's busy time, but
+    beside the next chunk's GEMMs; the pace is the compute's."""
+    path = Path(__file__).resolve().parent / "fixtures" / "h100x2" / "64_128_768_3072_tp2_overlap4_graph_eager_rank0.json.gz"
+    share = _collective_share(path)
+    assert share >= COMMUNICATION_SHARE
+    judged = verdict(read_trace(path))
+    assert judged.kind != "communication-bound"
+    assert judged.exposed_communication_share < COMMUNICATION_SHARE <= judged.communication_share
+    assert "they are hidden, not setting the pace" in judged.summary
+    assert verdict(read_trace(DDP_RANK)).exposed_communication_share >= COMMUNICATION_SHARE  # RCCL waiting, alone

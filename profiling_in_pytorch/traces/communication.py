@@ -34,7 +34,6 @@ collective's start on each rank can be compared.
 
 from __future__ import annotations
 
-import bisect
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -47,6 +46,7 @@ from profiling_in_pytorch.console import Console, clipped
 from profiling_in_pytorch.traces.kernels.collectives import GENERIC_NOTE, NcclKernel, decode_nccl
 from profiling_in_pytorch.traces.kernels.collectives import is_symmetric_memory_kernel
 from profiling_in_pytorch.traces.model import CpuOp, GpuWork, Trace, per_step_count
+from profiling_in_pytorch.traces.timeline import uncovered, union
 
 # What the ops and record functions of torch.distributed are called: c10d's ops on the caller's thread, and the
 # record functions the backends open around the collective itself (`gloo:all_reduce`, `nccl:all_reduce`).
@@ -212,7 +212,7 @@ def communication(trace: Trace) -> Communication | None:
     nccl = [(w, nccl_of(w.name)) for w in lane if w.kind == "kernel"]
     symmetric = {id(w): kind for w in lane if (kind := symmetric_memory_collective(w)) is not None}
     if symmetric or any(kernel is not None for _, kernel in nccl):
-        compute = _merged((w.ts, w.end) for w, kernel in nccl if kernel is None and id(w) not in symmetric)
+        compute = union((w.ts, w.end) for w, kernel in nccl if kernel is None and id(w) not in symmetric)
         steps = []
         for step, asked in zip(trace.steps, issued):
             found = [
@@ -227,7 +227,7 @@ def communication(trace: Trace) -> Communication | None:
     labels = [[op for op in step.ops if op.is_label and BACKEND_LABEL.match(op.name)] for step in trace.steps]
     if any(labels):
         ops = [op for step in trace.steps for op in step.ops] + trace.ops_outside_steps
-        compute = _merged((op.ts, op.ts + op.dur) for op in ops if _is_cpu_compute(op))
+        compute = union((op.ts, op.ts + op.dur) for op in ops if _is_cpu_compute(op))
         steps = []
         for step, asked, found in zip(trace.steps, issued, labels):
             collectives = [
@@ -285,10 +285,10 @@ def _step(name: str, ts: float, collectives: list[Collective], issued: Counter,
     ends = [b for _, b in compute]  # once per step, not once per collective: a rank's trace holds thousands
     for i, c in enumerate(collectives):
         c.index = i
-        c.exposed_us = _uncovered([(c.ts, c.end)], compute, ends)
-    lane = _merged((c.ts, c.end) for c in collectives)
+        c.exposed_us = uncovered([(c.ts, c.end)], compute, ends)
+    lane = union((c.ts, c.end) for c in collectives)
     return StepCommunication(name, ts, collectives, issued, sum(b - a for a, b in lane),
-                             _uncovered(lane, compute, ends))
+                             uncovered(lane, compute, ends))
 
 
 def _issued(ops: Iterable[CpuOp]) -> Counter:
@@ -307,32 +307,6 @@ def _launching_collective(work: GpuWork) -> str:
 
 def _is_cpu_compute(op: CpuOp) -> bool:
     return not op.is_label and (op.name in CPU_COMPUTE_OPS or CPP_KERNEL.search(op.name) is not None)
-
-
-def _merged(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
-    """The union of intervals, as sorted disjoint intervals."""
-    out: list[list[float]] = []
-    for start, end in sorted(intervals):
-        if out and start <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], end)
-        else:
-            out.append([start, end])
-    return [(a, b) for a, b in out]
-
-
-def _uncovered(intervals: list[tuple[float, float]], cover: list[tuple[float, float]],
-               ends: list[float] | None = None) -> float:
-    """How much of `intervals` (disjoint) no interval of `cover` (sorted, disjoint; `ends`: their ends) covers."""
-    ends = [b for _, b in cover] if ends is None else ends
-    total = 0.0
-    for start, end in intervals:
-        covered = 0.0
-        i = bisect.bisect_right(ends, start)  # the first cover interval that ends after `start`
-        while i < len(cover) and cover[i][0] < end:
-            covered += min(end, cover[i][1]) - max(start, cover[i][0])
-            i += 1
-        total += (end - start) - covered
-    return total
 
 
 def _what(c: Collective) -> str:

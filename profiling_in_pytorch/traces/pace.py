@@ -2,7 +2,8 @@
 numbers behind the answer (Part 1's cheatsheet). `verdict(trace)` gives a `Verdict`; `trace-report` prints it.
 
 Two more answers for traces the posts never showed: communication-bound, when collectives (NCCL/RCCL kernels) hold
-most of the GPU's busy time (a data-parallel rank waiting on its all-reduces); and "GPU only", when the trace holds
+most of the GPU's busy time with no other kernel beside them (a data-parallel rank waiting on its all-reduces; not
+an overlapped rank, whose collectives run beside its compute); and "GPU only", when the trace holds
 GPU work but no CPU side to weigh it against (a trace exported with the CPU activities left out). CUDA graph replays
 and captures are said as such: a replay's kernels cost no launch each, a capture's launches run nothing.
 """
@@ -14,12 +15,12 @@ from dataclasses import dataclass
 
 from profiling_in_pytorch.traces.kernels import COMMUNICATION, kind_of_kernel
 from profiling_in_pytorch.traces.model import RuntimeCall, Trace, rounded
-from profiling_in_pytorch.traces.timeline import busy_time, gaps, launch_waits
+from profiling_in_pytorch.traces.timeline import alone_time, busy_time, gaps, launch_waits
 
 MIN_GAP_US = 1.0  # shorter idle stretches on the GPU lane are the hardware's own spacing between kernels
 STARVED_SHARE = 0.5  # the GPU waited on launches for at least this share of its window: the CPU sets the pace
 CLOSE_TO_LINE = (0.8, 1.25)  # GPU work over CPU issue time in this range: both sides matter
-COMMUNICATION_SHARE = 0.5  # collectives run during at least this share of the GPU's busy time: they set the pace
+COMMUNICATION_SHARE = 0.5  # collectives run with no other kernel beside them this share of the busy time: their pace
 
 
 @dataclass
@@ -50,6 +51,7 @@ class Verdict:
     table_totals_say: str | None = None  # what comparing the two table totals alone would answer
     close_to_line: bool = False  # GPU work over CPU issue time within CLOSE_TO_LINE
     communication_share: float | None = None  # of the GPU's busy time: collectives running
+    exposed_communication_share: float | None = None  # of it: collectives running with no other kernel beside them
     graph_share: float | None = None  # of the GPU work's time: launched by CUDA graph replays
 
     def to_dict(self) -> dict:
@@ -74,6 +76,7 @@ class Verdict:
             "table_totals_say": self.table_totals_say,
             "close_to_line": self.close_to_line,
             "communication_share": rounded(self.communication_share, 4),
+            "exposed_communication_share": rounded(self.exposed_communication_share, 4),
             "graph_share": rounded(self.graph_share, 4),
         }
 
@@ -128,8 +131,11 @@ def verdict(trace: Trace) -> Verdict:
     lags = [w.lag_us for w in lane if w.launch is not None]
     max_lag = max(lags) if lags else None
 
-    collectives = [w for w in lane if w.kind == "kernel" and kind_of_kernel(w.name, False, w.launched_by) == COMMUNICATION]
+    is_collective = [w.kind == "kernel" and kind_of_kernel(w.name, False, w.launched_by) == COMMUNICATION for w in lane]
+    collectives = [w for w, c in zip(lane, is_collective) if c]
     comm_share = busy_time(collectives) / busy if busy > 0 and collectives else 0.0
+    others = [w for w, c in zip(lane, is_collective) if not c and w.kind == "kernel"]
+    exposed_share = alone_time(collectives, others) / busy if comm_share else 0.0
     graphed = sum(w.dur for w in lane if w.runtime is not None and "GraphLaunch" in w.runtime)
     graph_share = graphed / gpu_total if gpu_total > 0 else 0.0
     cpu_side = any(s.ops or s.runtime for s in trace.steps) or trace.runtime_outside_steps or trace.ops_outside_steps
@@ -141,12 +147,13 @@ def verdict(trace: Trace) -> Verdict:
         kind = "CUDA graph capture"
         why = ("the window records a CUDA graph being captured, whose launches queue no GPU work: there is no pace to "
                "judge here; profile the graph's replays")
-    elif comm_share >= COMMUNICATION_SHARE:
+    elif exposed_share >= COMMUNICATION_SHARE:
         kind = "communication-bound"
         why = (
-            f"collectives run during {comm_share:.0%} of the GPU's busy time; an NCCL kernel's time includes waiting "
-            "for the other ranks to reach it, so part of it may be another rank's lateness: read the ranks' traces "
-            "together (trace-report RUN_rank0.json RUN_rank1.json ...) for the skew"
+            f"collectives run during {comm_share:.0%} of the GPU's busy time, {exposed_share:.0%} with no other kernel "
+            "beside them; a collective kernel's time includes waiting for the other ranks to reach it, so part of it "
+            "may be another rank's lateness: read the ranks' traces together (trace-report RUN_rank0.json "
+            "RUN_rank1.json ...) for the skew"
         )
     elif issue > gpu_total:
         kind = "overhead-bound"
@@ -195,6 +202,9 @@ def verdict(trace: Trace) -> Verdict:
             sentences.append(f"{alone}, yet the GPU ran dry waiting for launches")
     if kind == "overhead-bound":
         sentences.append("The profiler adds CPU time to every op: time the code without it before concluding")
+    if comm_share >= COMMUNICATION_SHARE and kind != "communication-bound":
+        sentences.append(f"Collectives run during {comm_share:.0%} of the GPU's busy time, but other kernels run beside "
+                         f"them for all but {exposed_share:.0%} of it: they are hidden, not setting the pace")
     return Verdict(
         kind,
         ". ".join(sentences) + ".",
@@ -216,6 +226,7 @@ def verdict(trace: Trace) -> Verdict:
         table_totals_say=table_says,
         close_to_line=close,
         communication_share=comm_share,
+        exposed_communication_share=exposed_share,
         graph_share=graph_share,
     )
 

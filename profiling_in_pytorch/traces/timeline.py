@@ -1,5 +1,6 @@
-"""Arithmetic on the GPU lane: how long it was busy, where it sat idle, and which idle stretches were the GPU
-waiting on the CPU. Shared by a step's numbers (`Step.gpu_busy_us`), the verdict and the checks.
+"""Arithmetic on the GPU lane: how long it was busy, where it sat idle, which idle stretches were the GPU waiting on
+the CPU, and how long some work ran with none of the rest beside it. Shared by a step's numbers (`Step.gpu_busy_us`),
+the verdict, the communication reading and the checks.
 
 Each function takes GPU work in any order (`GpuWork`: kernels, memsets, memcpys, every stream together) and reads
 only its times: `ts`, `dur`, `end`, and for `launch_waits` its `launch` (None when the trace does not link the work
@@ -8,6 +9,7 @@ to a launch call) and when that call returned (`launch_end`). It imports nothing
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable
 
 
@@ -47,3 +49,34 @@ def launch_waits(work: Iterable, min_us: float = 0.0) -> list[float]:
             found.append(w.ts - end)
         end = w.end if end is None else max(end, w.end)
     return found
+
+
+def alone_time(work: Iterable, others: Iterable) -> float:
+    """How long `work` ran with none of `others` beside it (a collective's time that no compute hid)."""
+    return uncovered(union((w.ts, w.ts + w.dur) for w in work), union((w.ts, w.ts + w.dur) for w in others))
+
+
+def union(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The union of (start, end) intervals, as sorted disjoint intervals."""
+    out: list[list[float]] = []
+    for start, end in sorted(intervals):
+        if out and start <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], end)
+        else:
+            out.append([start, end])
+    return [(a, b) for a, b in out]
+
+
+def uncovered(intervals: list[tuple[float, float]], cover: list[tuple[float, float]],
+              ends: list[float] | None = None) -> float:
+    """How much of `intervals` (disjoint) no interval of `cover` (sorted, disjoint; `ends`: their ends) covers."""
+    ends = [b for _, b in cover] if ends is None else ends
+    total = 0.0
+    for start, end in intervals:
+        covered = 0.0
+        i = bisect.bisect_right(ends, start)  # the first cover interval that ends after `start`
+        while i < len(cover) and cover[i][0] < end:
+            covered += min(end, cover[i][1]) - max(start, cover[i][0])
+            i += 1
+        total += (end - start) - covered
+    return total
