@@ -164,7 +164,7 @@ def expectations(variant, args, eager_dtensor_trace, on_gpu, plain_trace):
         checks += [ex.no_nccl_kernel(why="the copy engine pulls from the peers' symmetric memory; signal kernels say "
                                      "when a block is ready")]
         world = dist.get_world_size()
-        if not args.cuda_graph:  # a graph's replay launches the copies from cudaGraphLaunch, which names neither
+        if not args.cuda_graph:  # eagerly each copy is launched inside a record function named for its collective
             checks += [
                 ex.collectives_per_step(args.chunks * (world - 1), "ReduceScatter", others_ok=True,
                                         why=f"a pull per piece of each peer's partial sums of this rank's block: "
@@ -173,7 +173,8 @@ def expectations(variant, args, eager_dtensor_trace, on_gpu, plain_trace):
                                         why=f"per piece of the own block's down GEMM, a pull from each peer and the "
                                         f"copy of its own rows: {args.chunks} × {world}"),
             ]
-        else:  # eagerly the CPU sets the pace: each signal, wait and copy is a Python call (docs/tensor-parallel.md)
+        else:  # a graph's replay launches the copies from cudaGraphLaunch: PeerCopy. Exposure is judged here only:
+            # eagerly the CPU can set the pace, each signal, wait and copy a Python call (docs/tensor-parallel.md)
             checks += [
                 ex.collectives_per_step(2 * args.chunks * (world - 1), "PeerCopy", others_ok=True,
                                         why="a graph's replay names no collective: per piece, a pull of each peer's "
