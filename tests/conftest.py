@@ -6,6 +6,7 @@ import gzip
 import importlib.util
 import json
 import os
+import re
 import shlex
 import socket
 import subprocess
@@ -106,6 +107,12 @@ def load_trace(path: Path) -> dict:
     opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as f:
         return json.load(f)
+
+
+def lesson_marks(stdout: str) -> dict[str, str]:
+    """Expectation title -> the mark the lesson printed for it after profiling (✓, ✗, –)."""
+    after = stdout.split("What we saw", 1)[1]
+    return {title: mark for mark, title in re.findall(r"^  ([✓✗–]) (.+)$", after, flags=re.MULTILINE)}
 
 
 def stderr_lines(result) -> list[str]:

@@ -13,7 +13,7 @@ import shlex
 
 import pytest
 import torch
-from conftest import FIXTURES, H200_EAGER, load_trace, run_script
+from conftest import FIXTURES, H200_EAGER, lesson_marks, load_trace, run_script
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from profiling_in_pytorch.traces import read_trace
@@ -39,11 +39,6 @@ def cpu_runs(tmp_path_factory):
     return folder / "11_memory_mlp", results
 
 
-def marks(stdout: str) -> dict[str, str]:
-    after = stdout.split("What we saw", 1)[1]
-    return {title: mark for mark, title in re.findall(r"^  ([✓✗–]) (.+)$", after, flags=re.MULTILINE)}
-
-
 def report(*args: str):
     return run_script("-m", "profiling_in_pytorch.traces.report", *args)
 
@@ -54,7 +49,7 @@ def test_cpu_lesson_checks_its_claims_and_writes_its_files(cpu_runs, name):
     result = results[name]
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stderr.strip() == ""  # no C++ allocator warning, no library chatter
-    seen = marks(result.stdout)
+    seen = lesson_marks(result.stdout)
     failed = [title for title, mark in seen.items() if mark == "✗"]
     # Only what needs a caching allocator fails on a CPU, each with that reason.
     assert len(failed) == 2 and all("torch.cuda.max_memory_allocated" in t or "optimizer's first" in t for t in failed)

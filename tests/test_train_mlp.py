@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import requires_cuda, run_script
+from conftest import lesson_marks, requires_cuda, run_script
 
 import profiling_in_pytorch.mlp.fused
 from profiling_in_pytorch import lesson
@@ -48,12 +48,6 @@ def cpu_runs(tmp_path_factory):
     return folder / "06_train_mlp", results
 
 
-def marks(stdout: str) -> dict[str, str]:
-    """Expectation title -> the mark the lesson printed for it after profiling (✓, ✗, –)."""
-    after = stdout.split("What we saw", 1)[1]
-    return {title: mark for mark, title in re.findall(r"^  ([✓✗–]) (.+)$", after, flags=re.MULTILINE)}
-
-
 def known_reasons(stdout: str) -> list[str]:
     return re.findall(r"known reason: (.+)$", stdout, flags=re.MULTILINE)
 
@@ -73,7 +67,7 @@ def test_a_cpu_run_writes_its_trace_and_checks_the_training_step(cpu_runs, name)
     assert (folder / TRACES[name]).with_suffix(".txt").is_file()
     assert not list(folder.glob(".*")), "temporary files left behind"
 
-    seen = marks(result.stdout)
+    seen = lesson_marks(result.stdout)
     labels = "mlp_fwd, mlp_bwd and optimizer_step" if name == "adamw" else "mlp_fwd and mlp_bwd"
     assert seen[f"{labels} once per step, in this order"] == "✓"
     # The one ✗ a CPU shows: its backward runs on the calling thread, and the lesson says so.
@@ -87,7 +81,7 @@ def test_a_cpu_run_writes_its_trace_and_checks_the_training_step(cpu_runs, name)
 @pytest.mark.slow
 def test_eager_on_a_cpu_shows_the_six_gemms_and_the_activations_derivatives(cpu_runs):
     _, results = cpu_runs
-    seen = marks(results["eager"].stdout)
+    seen = lesson_marks(results["eager"].stdout)
     assert seen["per step in mlp_fwd: 3 GEMMs, 1 gelu, 1 mul"] == "✓"
     assert seen["per step in mlp_bwd: 6 GEMMs, 1 gelu_backward, 2 mul, 1 add"] == "✓"
     assert "mlp_bwd's math ops (the CPU's kernels) per step: GEMM ×6, mul ×2, gelu_backward, add" in results["eager"].stdout
@@ -109,7 +103,7 @@ def test_the_saved_tensors_are_counted_before_profiling(cpu_runs):
 def test_compile_on_a_cpu_fuses_the_backwards_pointwise_work_and_is_checked_first(cpu_runs):
     _, results = cpu_runs
     out = results["compile"].stdout
-    seen = marks(out)
+    seen = lesson_marks(out)
     assert seen["per step in mlp_bwd: 6 GEMMs; no gelu_backward or mul kernel on its own"] == "✓"
     assert seen["in mlp_bwd: one fused Inductor kernel computes gelu_backward and mul"] == "✓"
     assert seen["in mlp_fwd: one fused Inductor kernel computes gelu and mul"] == "✓"
@@ -124,7 +118,7 @@ def test_compile_on_a_cpu_fuses_the_backwards_pointwise_work_and_is_checked_firs
 @pytest.mark.slow
 def test_the_optimizer_step_has_its_own_label_and_the_tag_names_it(cpu_runs):
     folder, results = cpu_runs
-    seen = marks(results["adamw"].stdout)
+    seen = lesson_marks(results["adamw"].stdout)
     title = "in optimizer_step: AdamW's default on a CPU, a loop over the weights: aten::addcdiv_ 3× per step"
     assert seen[title] == "✓"
     assert sorted(p.name for p in folder.glob("*.json")) == sorted(TRACES.values())

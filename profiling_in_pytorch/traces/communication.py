@@ -54,8 +54,8 @@ _OP_COLLECTIVES = {
     "allreduce": "AllReduce", "all_reduce": "AllReduce", "allreduce_coalesced": "AllReduce",
     "allgather": "AllGather", "all_gather": "AllGather", "allgather_base": "AllGather",
     "all_gather_into_tensor": "AllGather", "allgather_into_tensor_coalesced": "AllGather",
-    "reduce_scatter": "ReduceScatter", "reduce_scatter_base": "ReduceScatter", "reduce_scatter_tensor": "ReduceScatter",
-    "reduce_scatter_tensor_coalesced": "ReduceScatter", "broadcast": "Broadcast", "reduce": "Reduce",
+    "reduce_scatter": "ReduceScatter", "reducescatter": "ReduceScatter", "reduce_scatter_base": "ReduceScatter",
+    "reduce_scatter_tensor": "ReduceScatter", "reduce_scatter_tensor_coalesced": "ReduceScatter", "broadcast": "Broadcast", "reduce": "Reduce",
     "alltoall": "AllToAll", "alltoall_base": "AllToAll", "all_to_all": "AllToAll", "all_to_all_single": "AllToAll",
     "send": "SendRecv", "recv": "SendRecv", "recv_any_source": "SendRecv", "barrier": "Barrier",
 }
@@ -243,9 +243,7 @@ def communication(trace: Trace) -> Communication | None:
 
 # A record function or op named for the collective its copies make (`copy_engine_all_gather`), and what a copy
 # between two GPUs is when nothing around its launch names one (a CUDA graph's replay).
-COLLECTIVE_IN_NAME = re.compile(r"all_?gather|reduce_?scatter|all_?reduce|all_?to_?all", re.IGNORECASE)
-_NAMED_COLLECTIVES = {"allgather": "AllGather", "reducescatter": "ReduceScatter", "allreduce": "AllReduce",
-                      "alltoall": "AllToAll"}
+COLLECTIVE_IN_NAME = re.compile(r"all_?gather|reduce_?scatter|all_?reduce|all_to_all|alltoall", re.IGNORECASE)
 PEER_COPY = "PeerCopy"
 
 # The record functions torch.ops.symm_mem opens around its fused ops (async-TP), and the collective each performs.
@@ -275,7 +273,7 @@ def symmetric_memory_collective(work: GpuWork) -> str | None:
         if "::" in name or BACKEND_LABEL.match(name):  # c10d's ops and NCCL's labels: their copies are not the transfer
             continue
         if (said := COLLECTIVE_IN_NAME.search(name)) is not None:
-            return _NAMED_COLLECTIVES[said[0].lower().replace("_", "")]
+            return _OP_COLLECTIVES[said[0].lower()]
     return PEER_COPY if "PtoP" in work.name else None
 
 

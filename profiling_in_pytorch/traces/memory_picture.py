@@ -22,6 +22,7 @@ from pathlib import Path
 
 from profiling_in_pytorch.files import write_atomically
 from profiling_in_pytorch.traces.memory import CATEGORY_NAMES, UNTOUCHED, CategoryTimeline
+from profiling_in_pytorch.traces.picture import picture_path
 
 # Colours by category, in the order the bands stack from the bottom: what lives the whole step first.
 COLORS = {
@@ -117,11 +118,7 @@ def _unit(peak: int) -> tuple[float, str]:
 
 def memory_picture_path(trace_path: Path) -> Path:
     """Beside the trace, with its tag: `<tag>.memory.png`."""
-    name = trace_path.name
-    for suffix in (".json.gz", ".json"):
-        if name.endswith(suffix):
-            return trace_path.with_name(name[: -len(suffix)] + ".memory.png")
-    return trace_path.with_name(name + ".memory.png")
+    return picture_path(trace_path, ".memory.png")
 
 
 def write_memory_picture(timeline: CategoryTimeline, step, labels: tuple[str, ...], path: Path,

@@ -180,13 +180,13 @@ def _steps_text(steps) -> str:
     return f"its steps are {span} (indices 0 … {len(names) - 1}, or -1 for the last)"
 
 
-def picture_path(trace_path: Path) -> Path:
-    """Where a trace's picture goes by default: beside it, `.json` or `.json.gz` replaced by `.png`."""
+def picture_path(trace_path: Path, ending: str = ".png") -> Path:
+    """Where a trace's picture goes by default: beside it, `.json` or `.json.gz` replaced by `ending`."""
     name = trace_path.name
     for suffix in (".json.gz", ".json"):
         if name.endswith(suffix):
-            return trace_path.with_name(name[: -len(suffix)] + ".png")
-    return trace_path.with_name(name + ".png")
+            return trace_path.with_name(name[: -len(suffix)] + ending)
+    return trace_path.with_name(name + ending)
 
 
 # --- layout: the picture as data ---------------------------------------------------------------------------
