@@ -11,12 +11,12 @@ that reads the GEMM's output back from memory.
     uv run 01_matmul_add.py --size 64 --batched     # Part 1's detour: (size, size, size) inputs, aten::bmm
 """
 
-from profiling_in_pytorch.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
+from trace_report.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
 import torch
 from torch.profiler import profile, record_function, schedule
 
 from profiling_in_pytorch import lesson
-from profiling_in_pytorch.traces import checks as ex
+from profiling_in_pytorch import checks as ex
 
 LABEL = "matmul_add"
 

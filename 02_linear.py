@@ -9,13 +9,13 @@ work around it.
     uv run 02_linear.py --batch 1024 --in_dim 32 --out_dim 64 --compile
 """
 
-from profiling_in_pytorch.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
+from trace_report.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
 import torch
 from torch import nn
 from torch.profiler import profile, record_function, schedule
 
 from profiling_in_pytorch import lesson
-from profiling_in_pytorch.traces import checks as ex
+from profiling_in_pytorch import checks as ex
 
 LABEL = "linear_fwd"
 

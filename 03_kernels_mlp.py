@@ -22,7 +22,7 @@ liger-kernel package when the Hub cannot be reached. One line says which one was
 Run `03_simple_mlp.py` with the same sizes first (eager and `--compile`): two checks compare with its traces.
 """
 
-from profiling_in_pytorch.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
+from trace_report.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
 import torch
 from torch.profiler import profile, record_function, schedule
 
@@ -30,7 +30,7 @@ from profiling_in_pytorch import lesson
 from profiling_in_pytorch.mlp import POST_SIZES, SimpleGeGLUMLP
 from profiling_in_pytorch.mlp.liger import SOURCES, require_runnable, resolve_liger_geglu_mlp
 from profiling_in_pytorch.mlp.simple import forward_elements
-from profiling_in_pytorch.traces import checks as ex
+from profiling_in_pytorch import checks as ex
 
 LABEL = "kernels_mlp_fwd"
 

@@ -31,14 +31,14 @@ benchmark and the tests import it; a test keeps this copy identical):
             return y
 """
 
-from profiling_in_pytorch.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
+from trace_report.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
 import torch
 from torch.profiler import profile, record_function, schedule
 
 from profiling_in_pytorch import lesson
 from profiling_in_pytorch.mlp import POST_SIZES, SimpleGeGLUMLP
 from profiling_in_pytorch.mlp.simple import forward_elements
-from profiling_in_pytorch.traces import checks as ex
+from profiling_in_pytorch import checks as ex
 
 LABEL = "mlp_fwd"
 

@@ -33,14 +33,14 @@ Without a GPU the same forward runs on the CPU: the copy is there too, as CPU op
 Kernel names, memcpys and GPU time only a GPU shows.
 """
 
-from profiling_in_pytorch.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
+from trace_report.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
 import torch
 from torch.profiler import profile, record_function, schedule
 
 from profiling_in_pytorch import lesson
 from profiling_in_pytorch.attention import POST_SIZES, NaiveCausalAttention, forward_bytes
-from profiling_in_pytorch.traces.checks import attention as ac, attention_naive as na
-from profiling_in_pytorch.traces import checks as ex
+from profiling_in_pytorch.checks import attention as ac, attention_naive as na
+from profiling_in_pytorch import checks as ex
 
 LABEL = "attn_fwd"
 

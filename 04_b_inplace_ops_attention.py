@@ -28,14 +28,14 @@ The module, as the post changes it (it lives in profiling_in_pytorch/attention/n
 Without a GPU the CPU shows the same difference in its ops: no `aten::clone`, no `aten::copy_` in the masking step.
 """
 
-from profiling_in_pytorch.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
+from trace_report.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
 import torch
 from torch.profiler import profile, record_function, schedule
 
 from profiling_in_pytorch import lesson
 from profiling_in_pytorch.attention import POST_SIZES, InPlaceCausalAttention, forward_bytes
-from profiling_in_pytorch.traces.checks import attention as ac, attention_naive as na
-from profiling_in_pytorch.traces import checks as ex
+from profiling_in_pytorch.checks import attention as ac, attention_naive as na
+from profiling_in_pytorch import checks as ex
 
 LABEL = "attn_fwd"
 

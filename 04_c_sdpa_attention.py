@@ -50,7 +50,7 @@ one line. A CPU shows math's decomposition (the mask rebuilt, `_safe_softmax`) a
 occupancy, launch calls and GPU time only a GPU shows.
 """
 
-from profiling_in_pytorch.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
+from trace_report.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
 import torch
 from torch.nn.attention import sdpa_kernel
 from torch.profiler import profile, record_function, schedule
@@ -59,12 +59,12 @@ from profiling_in_pytorch import lesson
 from profiling_in_pytorch.attention import POST_SIZES, forward_bytes, sdpa
 from profiling_in_pytorch.attention.sdpa import attention, backends
 from profiling_in_pytorch.lesson import attention as lesson_attention
-from profiling_in_pytorch.traces.checks import (
+from profiling_in_pytorch.checks import (
     attention as ac,
     attention_sdpa as sx,
     attention_occupancy as oc,
 )
-from profiling_in_pytorch.traces import checks as ex
+from profiling_in_pytorch import checks as ex
 
 LABEL = "sdpa_fwd"
 SCRIPT = "04_c_sdpa_attention"

@@ -27,7 +27,7 @@ kernel, `_scaled_dot_product_flash_attention_for_cpu`, one op per forward. Kerne
 only a GPU shows.
 """
 
-from profiling_in_pytorch.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
+from trace_report.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
 import torch
 from torch.profiler import profile, record_function, schedule
 
@@ -35,12 +35,12 @@ from profiling_in_pytorch import lesson
 from profiling_in_pytorch.attention import POST_SIZES, NaiveCausalAttention, forward_bytes
 from profiling_in_pytorch.attention.flash_kernel import SOURCES, output_of, require_runnable, resolve_flash_attn
 from profiling_in_pytorch.lesson import attention as lesson_attention
-from profiling_in_pytorch.traces.checks import (
+from profiling_in_pytorch.checks import (
     attention as ac,
     attention_sdpa as sx,
     attention_occupancy as oc,
 )
-from profiling_in_pytorch.traces import checks as ex
+from profiling_in_pytorch import checks as ex
 
 LABEL = "flash_kernel_fwd"
 

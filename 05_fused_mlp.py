@@ -23,7 +23,7 @@ also trains, which `06_train_mlp.py --variant fused` profiles. It runs in bf16 o
 compiles the kernel and times a few launch configurations, outside the profiled steps.
 """
 
-from profiling_in_pytorch.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
+from trace_report.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
 import torch
 from torch.profiler import profile, record_function, schedule
 
@@ -32,7 +32,7 @@ from profiling_in_pytorch.mlp import POST_SIZES, SimpleGeGLUMLP
 from profiling_in_pytorch.mlp.fused import FusedGeGLUMLP
 from profiling_in_pytorch.mlp.fused import require_runnable as require_fused_runnable
 from profiling_in_pytorch.mlp.simple import forward_elements
-from profiling_in_pytorch.traces import checks as ex
+from profiling_in_pytorch import checks as ex
 
 LABEL = "fused_mlp_fwd"
 

@@ -42,20 +42,20 @@ its default implementation runs `_foreach_*` ops over all three weights at once;
     uv run 06_train_mlp.py --optimizer adamw                # and the optimizer step
 """
 
-from profiling_in_pytorch.errors import UsageError, exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
+from trace_report.errors import UsageError, exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
 import torch
 import torch.nn.functional as F
 from torch.profiler import profile, record_function, schedule
 
 from profiling_in_pytorch import lesson
-from profiling_in_pytorch.cli import DTYPE_NAMES
+from trace_report.cli import DTYPE_NAMES
 from profiling_in_pytorch.mlp import POST_SIZES, SimpleGeGLUMLP
 from profiling_in_pytorch.mlp.fused import FusedGeGLUMLP
 from profiling_in_pytorch.mlp.fused import require_runnable as require_fused_runnable
 from profiling_in_pytorch.mlp.liger import add_source_flags, require_runnable, resolve_liger_geglu_mlp
 from profiling_in_pytorch.mlp.saved import saved_for_backward
 from profiling_in_pytorch.mlp.simple import forward_elements
-from profiling_in_pytorch.traces import checks as ex
+from profiling_in_pytorch import checks as ex
 
 FORWARD, BACKWARD, OPTIMIZER = "mlp_fwd", "mlp_bwd", "optimizer_step"
 VARIANTS = ("eager", "liger", "fused")

@@ -53,20 +53,20 @@ The capture, as PyTorch's CUDA graphs notes write it (profiling_in_pytorch/mlp/g
     static_x.copy_(new_x); graph.replay()                 # each forward: static_y holds model(new_x)
 """
 
-from profiling_in_pytorch.errors import UsageError, exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
+from trace_report.errors import UsageError, exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
 import torch
 from torch.profiler import profile, record_function, schedule
 
 from profiling_in_pytorch import lesson
-from profiling_in_pytorch.cli import DTYPE_NAMES, positive_int
+from trace_report.cli import DTYPE_NAMES, positive_int
 from profiling_in_pytorch.lesson.device import pick_device
 from profiling_in_pytorch.mlp import SimpleGeGLUMLP
 from profiling_in_pytorch.mlp.fused import FusedGeGLUMLP
 from profiling_in_pytorch.mlp.fused import require_runnable as require_fused_runnable
 from profiling_in_pytorch.mlp.graphs import CapturedForward, compiled_with_cuda_graphs, require_cuda_graphs
 from profiling_in_pytorch.mlp.simple import forward_elements
-from profiling_in_pytorch.traces import checks as ex
-from profiling_in_pytorch.traces.checks import graphs as gx
+from profiling_in_pytorch import checks as ex
+from profiling_in_pytorch.checks import graphs as gx
 
 LABEL = "decode_mlp"
 DECODE_SIZES = {"batch": 8, "seq": 1, "dim": 768, "hidden": 3072}  # one new token for each of 8 sequences

@@ -76,7 +76,7 @@ Measured on 2 H200s (NVLink, NCCL 2.28.9, torch 2.11, bf16), forward µs:
 `traces/08_tensor_parallel_mlp/<tag>_rank<r>.json`; rank 0 prints, checks and reads all ranks' traces together.
 """
 
-from profiling_in_pytorch.errors import UsageError, exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
+from trace_report.errors import UsageError, exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
 import argparse
 
 import torch
@@ -84,7 +84,7 @@ import torch.distributed as dist
 from torch.profiler import profile, record_function, schedule
 
 from profiling_in_pytorch import lesson
-from profiling_in_pytorch.cli import positive_int
+from trace_report.cli import positive_int
 from profiling_in_pytorch.mlp import POST_SIZES, SimpleGeGLUMLP
 from profiling_in_pytorch.mlp.simple import forward_elements
 from profiling_in_pytorch.parallel import runs, timing
@@ -92,8 +92,8 @@ from profiling_in_pytorch.parallel.launch import leaves_at_once, one_voice, pars
 from profiling_in_pytorch.parallel.launch import require_torchrun
 from profiling_in_pytorch.parallel.sharded import DEFAULT_CHUNKS, GPU_ONLY, GRAPHABLE, SEQUENCE_SHARDED, VARIANTS
 from profiling_in_pytorch.parallel.sharded import TokenSlice, build, describe, require_shardable
-from profiling_in_pytorch.traces import ranks as rank_traces
-from profiling_in_pytorch.traces import checks as ex
+from trace_report import ranks as rank_traces
+from profiling_in_pytorch import checks as ex
 
 LABEL = "tp_mlp_fwd"
 EXPOSED_MARGIN = 0.15  # beyond the last chunk's share: its start waits for the slower rank, chunks are not all equal

@@ -51,7 +51,7 @@ counts, the order and which phase issued each collective; its times are gloo's l
 `traces/09_data_parallel_mlp/<tag>_rank<r>.json`; rank 0 prints, checks and reads all ranks' traces together.
 """
 
-from profiling_in_pytorch.errors import UsageError, exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
+from trace_report.errors import UsageError, exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
 import argparse
 
 import torch
@@ -59,16 +59,16 @@ import torch.distributed as dist
 from torch.profiler import profile, record_function, schedule
 
 from profiling_in_pytorch import lesson
-from profiling_in_pytorch.cli import positive_int, positive_number
+from trace_report.cli import positive_int, positive_number
 from profiling_in_pytorch.lesson.device import pick_dtype
 from profiling_in_pytorch.mlp import POST_SIZES
 from profiling_in_pytorch.model.presets import PRESETS
 from profiling_in_pytorch.parallel import data, runs
 from profiling_in_pytorch.parallel.launch import leaves_at_once, one_voice, parse_on_every_rank, process_group
 from profiling_in_pytorch.parallel.launch import require_torchrun
-from profiling_in_pytorch.traces import attribution
-from profiling_in_pytorch.traces import ranks as rank_traces
-from profiling_in_pytorch.traces import checks as ex
+from trace_report import attribution
+from trace_report import ranks as rank_traces
+from profiling_in_pytorch import checks as ex
 
 FORWARD, BACKWARD, OPTIMIZER = "dp_fwd", "dp_bwd", "optimizer_step"
 DEFAULT_LAYERS, DEFAULT_BUCKET_MB = 4, 25.0  # 25 MB: DDP's own default bucket size

@@ -36,18 +36,18 @@ fused kernels read through TMA, Hopper (sm_90) or newer. Without them (a CPU, an
 profiles the recipe's scaling maths with its GEMMs in fp32 on the dequantized operands: the same scaling ops.
 """
 
-from profiling_in_pytorch.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
+from trace_report.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
 import torch
 from torch.profiler import profile, record_function, schedule
 
 from profiling_in_pytorch import lesson
-from profiling_in_pytorch.errors import UsageError
+from trace_report.errors import UsageError
 from profiling_in_pytorch.lesson import fp8 as fp8_lesson
 from profiling_in_pytorch.mlp import POST_SIZES, SimpleGeGLUMLP
 from profiling_in_pytorch.mlp.fp8 import EmulatedFP8GeGLUMLP
 from profiling_in_pytorch.mlp.fused import require_runnable as require_triton_runnable
 from profiling_in_pytorch.mlp.simple import forward_elements
-from profiling_in_pytorch.traces import checks as ex
+from profiling_in_pytorch import checks as ex
 
 LABEL = "fp8_mlp_fwd"
 

@@ -30,7 +30,7 @@ profiler's own `[memory]` events, which `trace-report` reads in any trace record
 each allocation and free with the allocator's totals.
 """
 
-from profiling_in_pytorch.errors import UsageError, exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
+from trace_report.errors import UsageError, exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
 import os
 
 # Read when torch loads: the CPU allocator warns (in C++, on stderr) of a block freed during the profile that it saw
@@ -42,8 +42,8 @@ from torch.profiler import profile, record_function, schedule
 from torch.utils.checkpoint import checkpoint
 
 from profiling_in_pytorch import lesson
-from profiling_in_pytorch.cli import DTYPE_NAMES, positive_int
-from profiling_in_pytorch.errors import readable_bytes
+from trace_report.cli import DTYPE_NAMES, positive_int
+from trace_report.errors import readable_bytes
 from profiling_in_pytorch.lesson import memory as mem
 from profiling_in_pytorch.mlp import POST_SIZES
 from profiling_in_pytorch.mlp.fused import FusedGeGLUMLP
@@ -52,11 +52,11 @@ from profiling_in_pytorch.mlp.liger import add_source_flags, require_runnable, r
 from profiling_in_pytorch.mlp.saved import saved_for_backward
 from profiling_in_pytorch.model.presets import PRESETS
 from profiling_in_pytorch.parallel import data
-from profiling_in_pytorch.traces import checks as ex
-from profiling_in_pytorch.traces import read_trace
-from profiling_in_pytorch.traces.checks import memory as mx
-from profiling_in_pytorch.traces.memory import TIMELINE_KEY, CategoryTimeline
-from profiling_in_pytorch.traces.memory_picture import memory_picture_path, write_memory_picture
+from profiling_in_pytorch import checks as ex
+from trace_report import read_trace
+from profiling_in_pytorch.checks import memory as mx
+from trace_report.memory import TIMELINE_KEY, CategoryTimeline
+from trace_report.memory_picture import memory_picture_path, write_memory_picture
 
 FORWARD, BACKWARD, OPTIMIZER, RECOMPUTE = "forward", "backward", "optimizer_step", "checkpointed_layer"
 VARIANTS = ("eager", "liger", "fused")

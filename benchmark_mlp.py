@@ -40,7 +40,7 @@ each shape and variant, in this order (`measure()` in profiling_in_pytorch/bench
 4. GPU time per forward with CUDA events, L2 flushed and the CPU's issue time hidden: median, p20-p80.
 5. Back to back: forwards in a loop, as a decode loop runs them, and what each costs the CPU to issue.
 6. Once every variant of every shape is timed: kernels and launches per forward, from a short torch.profiler run
-   read with `profiling_in_pytorch.traces`. Last, because a profiler session leaves the process slower to issue
+   read with `trace_report`. Last, because a profiler session leaves the process slower to issue
    ops (an H100 measured 11.2 -> 15.6 µs of CPU per captured forward after one): no timing may follow one.
 
 Then a table per shape, a few sentences on who sets the pace (the CPU or the GPU, by trace-report's verdict rule),
@@ -57,7 +57,7 @@ How each number is taken lives in profiling_in_pytorch/bench/ (timers, rows, wor
 
 from __future__ import annotations
 
-from profiling_in_pytorch.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
+from trace_report.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
 
 import sys
 from dataclasses import asdict
@@ -91,8 +91,8 @@ from profiling_in_pytorch.bench.variants import (
     needs_fp8,
     parse_variants,
 )
-from profiling_in_pytorch.cli import DTYPE_NAMES, ArgumentParser, positive_int
-from profiling_in_pytorch.files import writable_dir, writable_file
+from trace_report.cli import DTYPE_NAMES, ArgumentParser, positive_int
+from trace_report.files import writable_dir, writable_file
 from profiling_in_pytorch.lesson.device import describe_device, dtype_name, pick_device, pick_dtype, require_fit
 from profiling_in_pytorch.lesson.fp8 import FP8_TOLERANCE
 from profiling_in_pytorch.mlp import SimpleGeGLUMLP
@@ -164,7 +164,7 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--variants", type=lambda text: parse_variants(text, VARIANTS), default=None,
                         help=f"comma-separated, or 'all' (default): {', '.join(VARIANTS)}; eager always runs, "
                         "as the baseline")
-    # The lessons' --dtype and --device (profiling_in_pytorch.cli.add_common_flags), checked by the same pick_* functions.
+    # The lessons' --dtype and --device (trace_report.cli.add_common_flags), checked by the same pick_* functions.
     parser.add_argument("--dtype", choices=DTYPE_NAMES, default=None,
                         help="default: bf16 on a GPU, fp32 on a CPU")
     parser.add_argument("--device", choices=("cpu", "cuda"), default=None,

@@ -26,13 +26,13 @@ timing may follow one in the same process.
 
 It prints a table (step ms: the wall time per step; ×: against unprofiled; CPU ms: the CPU's time to issue a step;
 GPU ms: the GPU's time alone; verdict: pace.paced_by_timing on those) and writes the rows as JSON (--out, default bench_results/profiler_options[_cpu].json), each also in
-the form of profiling_in_pytorch/traces/profiler_costs.py's MEASURED, from which trace-report estimates what the
+the form of trace_report/profiler_costs.py's MEASURED, from which trace-report estimates what the
 profiler added to a trace it did not time. docs/observer-effect.md holds the figures measured so far.
 """
 
 from __future__ import annotations
 
-from profiling_in_pytorch.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
+from trace_report.errors import exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
 
 import argparse
 import json
@@ -43,12 +43,12 @@ from pathlib import Path
 
 from rich.table import Table
 
-from profiling_in_pytorch.cli import ArgumentParser, positive_int
-from profiling_in_pytorch.console import Console
-from profiling_in_pytorch.errors import UsageError
-from profiling_in_pytorch.files import writable_file, write_atomically
-from profiling_in_pytorch.traces.pace import paced_by_timing
-from profiling_in_pytorch.traces.profiler_costs import OPTIONS
+from trace_report.cli import ArgumentParser, positive_int
+from trace_report.console import Console
+from trace_report.errors import UsageError
+from trace_report.files import writable_file, write_atomically
+from trace_report.pace import paced_by_timing
+from trace_report.profiler_costs import OPTIONS
 
 BASELINE = "unprofiled"
 CONFIGS = {BASELINE: None, "no_option": (), **{option: (option,) for option in OPTIONS}, "all": OPTIONS}

@@ -24,8 +24,8 @@ docs/trace-report.md, both fine with pandas 2.3). Without --hta only trace-repor
 What is timed, always whole processes as a user runs them (Python's start, the imports, reading the trace,
 the analysis, the output), from the parent's clock, with the child's CPU time and peak memory from `wait4`:
 
-    trace-report          python -m profiling_in_pytorch.traces.report TRACE > /dev/null
-    trace-report --json   python -m profiling_in_pytorch.traces.report TRACE --json > /dev/null
+    trace-report          python -m trace_report.report TRACE > /dev/null
+    trace-report --json   python -m trace_report.report TRACE --json > /dev/null
     HTA                   HTA_PYTHON driver.py DIR: TraceAnalysis(trace_dir=DIR), then get_gpu_kernel_breakdown,
                           get_temporal_breakdown and get_idle_time_breakdown, all with visualize=False
 
@@ -42,7 +42,7 @@ output, never in a test.
 
 from __future__ import annotations
 
-from profiling_in_pytorch.errors import exits_cleanly  # isort: skip  (first: Ctrl-C during the imports is one line)
+from trace_report.errors import exits_cleanly  # isort: skip  (first: Ctrl-C during the imports is one line)
 
 import gzip
 import json
@@ -60,11 +60,11 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from profiling_in_pytorch.cli import ArgumentParser, positive_int
-from profiling_in_pytorch.console import Console
-from profiling_in_pytorch.errors import CannotRunHere, UsageError
-from profiling_in_pytorch.files import writable_dir, writable_file, write_atomically
-from profiling_in_pytorch.traces.source import TraceSource, open_text
+from trace_report.cli import ArgumentParser, positive_int
+from trace_report.console import Console
+from trace_report.errors import CannotRunHere, UsageError
+from trace_report.files import writable_dir, writable_file, write_atomically
+from trace_report.source import TraceSource, open_text
 
 ROOT = Path(__file__).resolve().parent
 MB = 1e6  # sizes in decimal MB, as `ls -h --si` and file managers print them
@@ -292,7 +292,7 @@ def run(argv: list[str] | None) -> dict:
         cases = []
         for i, path in enumerate(paths):
             case = TraceCase(path, path.stat().st_size, json_size(path), count_events(path))
-            report = [sys.executable, "-m", "profiling_in_pytorch.traces.report", str(path)]
+            report = [sys.executable, "-m", "trace_report.report", str(path)]
             case.commands = [Command("trace-report", report), Command("trace-report --json", [*report, "--json"])]
             if args.hta:
                 folder = Path(scratch) / f"trace{i}"  # a folder per trace: HTA reads every trace in it
@@ -341,7 +341,7 @@ def ranks_speed(paths: list[Path], args, env: dict[str, str], meta: dict, json_p
     """trace-report on one rank's trace against trace-report on every rank's, whole processes, interleaved."""
     if len(paths) < 2:
         raise UsageError("--ranks times one rank's trace against all of them: give two traces or more")
-    report = [sys.executable, "-m", "profiling_in_pytorch.traces.report"]
+    report = [sys.executable, "-m", "trace_report.report"]
     one = Command("trace-report, rank 0", [*report, str(paths[0])])
     every = Command(f"trace-report, {len(paths)} ranks", [*report, *map(str, paths), "--ranks"])
     console.print(f"[bold]benchmark_trace_report --ranks[/bold] · {meta['usable_cores']} of {meta['cores']} cores · "

@@ -29,19 +29,19 @@ under --compile, whose kernels span modules.
 GPU-bound step look overhead-bound (docs/your-model.md has both costs, measured).
 """
 
-from profiling_in_pytorch.errors import UsageError, exits_cleanly, first_line  # isort: skip  (first: Ctrl-C while torch loads is one line)
+from trace_report.errors import UsageError, exits_cleanly, first_line  # isort: skip  (first: Ctrl-C while torch loads is one line)
 from contextlib import nullcontext
 
 import torch
 from torch.profiler import profile, record_function, schedule
 
 from profiling_in_pytorch import lesson
-from profiling_in_pytorch.cli import positive_int
+from trace_report.cli import positive_int
 from profiling_in_pytorch.model import load
 from profiling_in_pytorch.model.presets import PRESETS
 from profiling_in_pytorch.model.ranges import ModuleRanges
-from profiling_in_pytorch.traces import checks as ex
-from profiling_in_pytorch.traces.summary import print_summary, summarize
+from profiling_in_pytorch import checks as ex
+from trace_report.summary import print_summary, summarize
 
 FORWARD, BACKWARD, OPTIMIZER = "model_fwd", "model_bwd", "optimizer_step"
 DEFAULT_BATCH, DEFAULT_SEQ = 8, 512  # a Hub or local model's input when no flag says otherwise

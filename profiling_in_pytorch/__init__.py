@@ -1,8 +1,8 @@
 """What the lessons, `trace-report` and the benchmark share, by concern:
 
-    profiling_in_pytorch/cli.py, errors.py, files.py   flags and one-line errors (exit 2), atomic writes: standard library only
+    trace_report/cli.py, errors.py, files.py   flags and one-line errors (exit 2), atomic writes: standard library only
     profiling_in_pytorch/lesson/                       the lessons' plumbing: device and dtype, file names, export, tables, checks
-    profiling_in_pytorch/traces/                       reading traces and checking claims against them: no torch
+    trace_report/                       reading traces and checking claims against them: no torch
                                                        (model, source, reader; pace, compare, export; checks/ by
                                                        concern; report: the trace-report command)
     profiling_in_pytorch/mlp/                          the MLPs the lessons profile, and their Triton kernels

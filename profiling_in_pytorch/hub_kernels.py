@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from profiling_in_pytorch.errors import UsageError, first_line
+from trace_report.errors import UsageError, first_line
 
 T = TypeVar("T")
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import importlib.util
 import json
 import os
@@ -18,19 +17,6 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
-# Real traces from an H200 (torch 2.11, CUDA 13, bf16), none synchronized inside a step: the post's MLP eager and
-# compiled and nn.Linear(32, 64), in the post's order; and under h200/traces/, every post command as the lessons
-# wrote it (their own file names), with 05_fused_mlp.py at 8 tokens (cuBLAS splits the down projection's K there:
-# a GEMM and a splitKreduce_kernel).
-H200_EAGER = FIXTURES / "h200" / "mlp_eager.json.gz"
-H200_COMPILED = FIXTURES / "h200" / "mlp_compile.json.gz"
-H200_LINEAR = FIXTURES / "h200" / "linear_eager.json.gz"
-H200_FUSED_DECODE = FIXTURES / "h200" / "traces" / "05_fused_mlp" / "8_1_768_3072_eager.json.gz"
-# Part 3's probes on the H200, not the lessons' traces: SDPA's math backend, eager, `attn_fwd` (20 kernels per
-# forward, the GPU ~5x slower than the CPU issues them, so the warmup step's kernels still run in the first
-# recorded steps, their launch calls unrecorded).
-H200_SDPA_MATH = FIXTURES / "h200" / "part3" / "sdpa_math_probe.json.gz"
 
 
 def _cache_bytecode_for_child_processes() -> None:
@@ -58,7 +44,11 @@ if str(ROOT) not in sys.path:  # lessons are importable by name: importlib.impor
 
 from profiled_traces import profile_cpu_mlp  # noqa: E402
 
-from profiling_in_pytorch.traces import read_trace  # noqa: E402  (after the sys.path line above)
+from trace_report import read_trace  # noqa: E402  (after the sys.path line above)
+from trace_report.tests.support import (  # noqa: E402, F401  (the traces the suite's tests read too)
+    FIXTURES, H200_COMPILED, H200_EAGER, H200_FUSED_DECODE, H200_LINEAR, H200_SDPA_MATH, load_trace, run_report,
+    stderr_lines,
+)
 
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -103,21 +93,10 @@ def hub_unreachable_envs() -> dict[str, dict[str, str]]:
     }
 
 
-def load_trace(path: Path) -> dict:
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return json.load(f)
-
-
 def lesson_marks(stdout: str) -> dict[str, str]:
     """Expectation title -> the mark the lesson printed for it after profiling (✓, ✗, –)."""
     after = stdout.split("What we saw", 1)[1]
     return {title: mark for mark, title in re.findall(r"^  ([✓✗–]) (.+)$", after, flags=re.MULTILINE)}
-
-
-def stderr_lines(result) -> list[str]:
-    """The lines a user reads on stderr (Kineto's own chatter included: the lessons silence it)."""
-    return [line for line in result.stderr.splitlines() if line.strip()]
 
 
 @pytest.fixture(scope="session")

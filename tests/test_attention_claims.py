@@ -18,14 +18,14 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, load_trace
 
-from profiling_in_pytorch.traces.checks import (
+from profiling_in_pytorch.checks import (
     attention as ac,
     attention_naive as na,
     attention_sdpa as sx,
     attention_occupancy as oc,
 )
-from profiling_in_pytorch.traces import read_trace
-from profiling_in_pytorch.traces.kernels import decode, math_unit
+from trace_report import read_trace
+from trace_report.kernels import decode, math_unit
 
 PART3 = FIXTURES / "h200" / "traces"
 SIZES = "8_16_1024_64"

@@ -23,8 +23,8 @@ from conftest import ROOT, hub_unreachable_envs, load_trace, requires_cuda, run_
 
 from profiling_in_pytorch.attention import InPlaceCausalAttention, NaiveCausalAttention, sdpa
 from profiling_in_pytorch.attention.flash_kernel import FLASH_ATTN, torch_flash_attn_func
-from profiling_in_pytorch.traces.checks import attention as ac
-from profiling_in_pytorch.traces import read_trace
+from profiling_in_pytorch.checks import attention as ac
+from trace_report import read_trace
 
 SMALL = "--batch 1 --heads 2 --seq 64 --head_dim 16"
 TAG = "1_2_64_16"

@@ -25,8 +25,8 @@ from profiling_in_pytorch.bench.rows import Row, add_hardware_shares, add_speedu
 from profiling_in_pytorch.bench.shapes import parse_shapes
 from profiling_in_pytorch.bench.variants import INDUCTOR_AUTOTUNE_LOGGER, Variant
 from profiling_in_pytorch.mlp import SimpleGeGLUMLP
-from profiling_in_pytorch.traces import read_trace
-from profiling_in_pytorch.traces.pace import CLOSE_TO_LINE, STARVED_SHARE
+from trace_report import read_trace
+from trace_report.pace import CLOSE_TO_LINE, STARVED_SHARE
 
 benchmark = importlib.import_module("benchmark_mlp")
 
@@ -339,7 +339,7 @@ def test_the_gemm_ceiling_is_the_best_burst_and_a_share_above_it_is_flagged():
 
 
 def test_who_sets_the_pace_is_trace_reports_verdict_rule():
-    """The verdict's rule and thresholds (profiling_in_pytorch/traces/pace.py), on numbers taken without the profiler."""
+    """The verdict's rule and thresholds (trace_report/pace.py), on numbers taken without the profiler."""
     assert pace.paced_by(cpu_us=20.0, gpu_busy_us=8.0, loop_us=20.5) == "CPU"  # issuing takes longer than running
     assert pace.paced_by(cpu_us=70.0, gpu_busy_us=3000.0, loop_us=3010.0) == "GPU"
     starved_loop = 10.0 / (1 - STARVED_SHARE)  # the GPU idle STARVED_SHARE of the loop, though issued faster

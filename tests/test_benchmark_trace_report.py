@@ -80,7 +80,7 @@ def test_percentiles_and_goals():
 
 
 def test_ranks_times_one_rank_against_all_of_them(tmp_path):
-    from tp_traces import simulated_tp_run
+    from trace_report.tests.tp_traces import simulated_tp_run
 
     paths = simulated_tp_run(tmp_path, world=2)
     result = run_script("benchmark_trace_report.py", *map(str, paths), "--ranks", "--rounds", "1", "--out",

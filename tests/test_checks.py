@@ -18,8 +18,8 @@ from conftest import H200_SDPA_MATH as SDPA_MATH
 from conftest import FIXTURES
 from rich.console import Console
 
-from profiling_in_pytorch.traces import checks as ex
-from profiling_in_pytorch.traces import read_trace
+from profiling_in_pytorch import checks as ex
+from trace_report import read_trace
 
 
 FIXTURES_01 = FIXTURES / "h200" / "traces" / "01_matmul_add"

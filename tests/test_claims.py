@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import CPU_LESSON_RUNS, FIXTURES, load_trace
 
-from profiling_in_pytorch.traces import checks as ex
-from profiling_in_pytorch.traces import read_trace
+from profiling_in_pytorch import checks as ex
+from trace_report import read_trace
 
 H200 = FIXTURES / "h200" / "traces"
 LESSON_01, LESSON_02, LESSON_03, LESSON_KERNELS = (

@@ -11,18 +11,18 @@ from pathlib import Path
 
 import pytest
 from conftest import run_script, stderr_lines
-from tp_traces import NCCL_GENERIC, simulated_tp_run
+from trace_report.tests.tp_traces import NCCL_GENERIC, simulated_tp_run
 
-from profiling_in_pytorch.traces import communication as comm
-from profiling_in_pytorch.traces import ranks as rank_traces
-from profiling_in_pytorch.traces import checks as ex
-from profiling_in_pytorch.traces.checks import communication as cx
-from profiling_in_pytorch.traces.kernels import decode_nccl
-from profiling_in_pytorch.traces.reader import read_trace
+from trace_report import communication as comm
+from trace_report import ranks as rank_traces
+from profiling_in_pytorch import checks as ex
+from profiling_in_pytorch.checks import communication as cx
+from trace_report.kernels import decode_nccl
+from trace_report.reader import read_trace
 
 
 def trace_report(*args) -> object:
-    return run_script("-m", "profiling_in_pytorch.traces.report", *map(str, args), timeout=60)
+    return run_script("-m", "trace_report.report", *map(str, args), timeout=60)
 
 
 # --- NCCL kernel names ---------------------------------------------------------------------------------------------
@@ -252,7 +252,7 @@ def test_a_trace_without_collectives_fails_the_communication_checks(eager):
 
 @pytest.mark.parametrize("copy_us,exposed_us", [(60.0, 0.0), (130.0, 30.0)])
 def test_async_tp_copies_are_its_collectives_and_hide_behind_the_matmuls(tmp_path, copy_us, exposed_us):
-    from tp_traces import simulated_async_tp_trace
+    from trace_report.tests.tp_traces import simulated_async_tp_trace
 
     trace = read_trace(simulated_async_tp_trace(tmp_path / "asynctp_rank0.json", copy_us=copy_us))
     found = comm.communication(trace)
@@ -276,7 +276,7 @@ def test_async_tp_copies_are_its_collectives_and_hide_behind_the_matmuls(tmp_pat
     (("nccl:all_gather", "c10d::reduce_scatter_"), "Memcpy DtoD (Device -> Device)", []),  # c10d's own copies
 ])
 def test_copies_are_collectives_when_a_name_or_their_ends_say_so(tmp_path, labels, memcpy, collectives):
-    from tp_traces import simulated_async_tp_trace
+    from trace_report.tests.tp_traces import simulated_async_tp_trace
 
     trace = read_trace(simulated_async_tp_trace(tmp_path / "t_rank0.json", labels=labels, memcpy=memcpy))
     found = comm.communication(trace)

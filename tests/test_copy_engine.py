@@ -18,10 +18,10 @@ from conftest import FIXTURES, run_script
 from profiling_in_pytorch.mlp import SimpleGeGLUMLP
 from profiling_in_pytorch.parallel.copy_engine import CopyEngineGeGLUMLP
 from profiling_in_pytorch.parallel.sharded import require_shardable
-from profiling_in_pytorch.errors import UsageError
-from profiling_in_pytorch.traces.checks import communication as cx
-from profiling_in_pytorch.traces.communication import communication
-from profiling_in_pytorch.traces.reader import read_trace
+from trace_report.errors import UsageError
+from profiling_in_pytorch.checks import communication as cx
+from trace_report.communication import communication
+from trace_report.reader import read_trace
 
 
 class Threads:
@@ -182,6 +182,6 @@ def test_in_a_cuda_graph_the_pulls_are_peer_copies_and_expose_less_than_plains_a
 
 def test_trace_report_reads_the_graph_pair_as_two_ranks_without_nccl():
     paths = [H100X2 / RUN.format("overlapce4_graph_eager", r) for r in (0, 1)]
-    result = run_script("-m", "profiling_in_pytorch.traces.report", *map(str, paths), timeout=120)
+    result = run_script("-m", "trace_report.report", *map(str, paths), timeout=120)
     assert result.returncode == 0, result.stderr
     assert "2 ranks" in result.stdout and "PeerCopy" in result.stdout and "ncclDevKernel" not in result.stdout

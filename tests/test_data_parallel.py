@@ -12,13 +12,13 @@ import re
 import pytest
 import torch
 from conftest import FIXTURES, ROOT, run_script, stderr_lines
-from tp_traces import simulated_tp_run
+from trace_report.tests.tp_traces import simulated_tp_run
 
-from profiling_in_pytorch.traces import attribution
-from profiling_in_pytorch.traces import ranks as rank_traces
-from profiling_in_pytorch.traces.communication import communication
-from profiling_in_pytorch.traces.picture import layout, layout_ranks
-from profiling_in_pytorch.traces.reader import read_trace
+from trace_report import attribution
+from trace_report import ranks as rank_traces
+from trace_report.communication import communication
+from trace_report.picture import layout, layout_ranks
+from trace_report.reader import read_trace
 
 LESSON = "09_data_parallel_mlp.py"
 FOLDER = "09_data_parallel_mlp"
@@ -75,7 +75,7 @@ def test_the_guesses_about_buckets_and_units_hold(cpu_run):
 
 def test_trace_report_gives_each_collective_its_bucket_or_unit(cpu_run):
     _, folder = cpu_run
-    fsdp = run_script("-m", "profiling_in_pytorch.traces.report", *map(str, rank_files(folder, "fsdp")), timeout=120)
+    fsdp = run_script("-m", "trace_report.report", *map(str, rank_files(folder, "fsdp")), timeout=120)
     assert fsdp.returncode == 0, fsdp.stderr
     rows = [line.split() for line in fsdp.stdout.splitlines()]
     # rank, collective, unit, phase, then the figures: each unit all-gathered in the forward and the backward,
@@ -85,7 +85,7 @@ def test_trace_report_gives_each_collective_its_bucket_or_unit(cpu_run):
             assert [rank, "AllGather", unit, "dp_fwd", "1"] in [row[:5] for row in rows]
             assert [rank, "AllGather", unit, "dp_bwd", "1"] in [row[:5] for row in rows]
             assert [rank, "ReduceScatter", unit, "dp_bwd", "1"] in [row[:5] for row in rows]
-    payload = json.loads(run_script("-m", "profiling_in_pytorch.traces.report", "--json",
+    payload = json.loads(run_script("-m", "trace_report.report", "--json",
                                     *map(str, rank_files(folder, "ddp"))).stdout)
     units = [row["unit"] for row in payload["ranks"][0]["collectives_by_unit"]]
     assert units == [f"bucket {i}" for i in range(9)]
@@ -139,7 +139,7 @@ def test_collectives_have_their_colour_and_ranks_stack_on_one_clock():
 
 def test_trace_report_draws_a_rank_set_in_one_picture(tmp_path):
     paths = simulated_tp_run(tmp_path, world=2)
-    result = run_script("-m", "profiling_in_pytorch.traces.report", *map(str, paths), "--png", timeout=120)
+    result = run_script("-m", "trace_report.report", *map(str, paths), "--png", timeout=120)
     assert result.returncode == 0, result.stderr
     png = tmp_path / "64_128_768_3072_tp2_plain_eager_ranks.png"
     assert result.stdout.startswith(f"picture: {png} (2 ranks, ProfilerStep#2,")
@@ -165,7 +165,7 @@ def test_both_strategies_on_two_gpus(tmp_path):
     assert "✓ 4 AllGather, 2 ReduceScatter per step" in result.stdout
     assert "scaling efficiency" in result.stdout
     ranks = [tmp_path / FOLDER / f"4_64_256_1024_L2_dp2_fsdp_eager_rank{r}.json" for r in (0, 1)]
-    report = run_script("-m", "profiling_in_pytorch.traces.report", *map(str, ranks), timeout=120)
+    report = run_script("-m", "trace_report.report", *map(str, ranks), timeout=120)
     rows = [line.split()[:4] for line in report.stdout.splitlines()]
     assert ["0", "ReduceScatter", "layers.1", "dp_bwd"] in rows and ["1", "AllGather", "layers.0", "dp_fwd"] in rows
 
@@ -247,7 +247,7 @@ def test_fsdp_units_on_a_gpu_trace_come_from_the_kernels_launch_path(tmp_path):
 
 
 def test_the_lessons_checks_on_a_gpu_shaped_fsdp_trace(tmp_path):
-    from profiling_in_pytorch.traces import checks as ex
+    from profiling_in_pytorch import checks as ex
 
     trace = read_trace(fsdp_gpu_trace(tmp_path / "fsdp_rank0.json"))
     assert ex.collectives_by_kind({"AllGather": 2, "ReduceScatter": 2}).check(trace).ok

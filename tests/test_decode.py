@@ -1,5 +1,5 @@
 """Decoding and CUDA graphs: lesson 07 as a user runs it, the capture (profiling_in_pytorch/mlp/graphs.py), the
-replays in a trace (profiling_in_pytorch/traces/graphs.py, trace-report) and the lesson's checks on them, and the
+replays in a trace (trace_report/graphs.py, trace-report) and the lesson's checks on them, and the
 benchmark's captured variants.
 
 No real trace of a replay is committed yet: the trace tests build one (tests/graph_traces.py) in the shapes of the
@@ -14,19 +14,19 @@ import json
 import pytest
 import torch
 from conftest import H200_EAGER, H200_FUSED_DECODE, requires_cuda, run_script, stderr_lines
-from graph_traces import FUSED_KERNELS, replay_trace
+from trace_report.tests.graph_traces import FUSED_KERNELS, replay_trace
 
 from profiling_in_pytorch.bench.goals import goal_lines
 from profiling_in_pytorch.bench.rows import Row
-from profiling_in_pytorch.errors import UsageError
+from trace_report.errors import UsageError
 from profiling_in_pytorch.mlp import SimpleGeGLUMLP
 from profiling_in_pytorch.mlp.accuracy import check_output, fp32_reference
 from profiling_in_pytorch.mlp.graphs import CapturedForward, captured_on_first_call
-from profiling_in_pytorch.traces.checks import graphs as gx
-from profiling_in_pytorch.traces import read_trace
-from profiling_in_pytorch.traces.checks import NO_GPU
-from profiling_in_pytorch.traces.pace import verdict
-from profiling_in_pytorch.traces.graphs import graphs_to_dict, replays
+from profiling_in_pytorch.checks import graphs as gx
+from trace_report import read_trace
+from profiling_in_pytorch.checks import NO_GPU
+from trace_report.pace import verdict
+from trace_report.graphs import graphs_to_dict, replays
 
 LESSON = "07_decode_mlp.py"
 TINY = ["--batch", "2", "--dim", "16", "--hidden", "32", "--forwards", "3"]
@@ -40,7 +40,7 @@ def replayed(tmp_path_factory):
 
 
 def report(*args) -> str:
-    result = run_script("-m", "profiling_in_pytorch.traces.report", *map(str, args), timeout=60)
+    result = run_script("-m", "trace_report.report", *map(str, args), timeout=60)
     assert result.returncode == 0 and result.stderr == "", result.stderr
     return result.stdout
 

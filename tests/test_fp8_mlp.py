@@ -218,14 +218,14 @@ EAGER_ACTIVATION = ["void at::native::vectorized_elementwise_kernel<8, at::nativ
 
 
 def _work(name):
-    from profiling_in_pytorch.traces.kernels import decode
+    from trace_report.kernels import decode
 
     return SimpleNamespace(name=name, is_gemm=decode(name).is_gemm)
 
 
 @pytest.mark.parametrize("step, gemms, scaling", [(FUSED_STEP, 2, 1), (COMPILED_STEP, 2, 2), (EAGER_ACTIVATION, 0, 0)])
 def test_fp8_gemms_and_scaling_kernels_are_told_apart(step, gemms, scaling):
-    from profiling_in_pytorch.traces.checks.fp8 import is_fp8_gemm, is_scaling_kernel
+    from profiling_in_pytorch.checks.fp8 import is_fp8_gemm, is_scaling_kernel
 
     assert sum(is_fp8_gemm(name) for name in step) == gemms
     assert sum(is_scaling_kernel(_work(name)) for name in step) == scaling
@@ -297,7 +297,7 @@ H100_FUSED = FIXTURES / "h100" / "traces" / "10_fp8_mlp" / "fused_64_128_768_307
 
 
 def test_the_h100_trace_of_the_fused_recipe_shows_what_the_lesson_announces():
-    from profiling_in_pytorch.traces import read_trace
+    from trace_report import read_trace
 
     lesson_10 = importlib.import_module("10_fp8_mlp")
     trace = read_trace(H100_FUSED)

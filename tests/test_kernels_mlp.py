@@ -20,7 +20,7 @@ import pytest
 import torch
 from conftest import closed_port, hub_unreachable_envs, load_trace, requires_cuda, run_script, stderr_lines
 
-from profiling_in_pytorch.errors import UsageError
+from trace_report.errors import UsageError
 from profiling_in_pytorch.hub_kernels import HUB_PROBE_TIMEOUT_S, hub_unreachable
 from profiling_in_pytorch.mlp import SimpleGeGLUMLP
 from profiling_in_pytorch.mlp.liger import HUB_REPO, build_liger_geglu_mlp, require_runnable, resolve_liger_geglu_mlp

@@ -1,54 +1,14 @@
-"""The package's layering: `traces` reads a trace without torch, and its modules import one way (no cycles, the
-data model and the file source below everything that reads them)."""
+"""The suite stands above trace-report: the posts' claims (profiling_in_pytorch.checks) read traces through it, and
+reading and checking a trace imports no torch (trace-report's own layering: trace_report/tests/test_layout.py)."""
 
 from __future__ import annotations
 
-import ast
-
-from conftest import ROOT, run_script
-
-TRACES = ROOT / "profiling_in_pytorch" / "traces"
-PACKAGE = "profiling_in_pytorch.traces"
-# What the readers stand on: none of these imports a module of `traces` outside this set.
-FOUNDATION = {"model", "source", "timeline", "kernels"}  # and every module of the kernels package
-
-
-def traces_imports() -> dict[str, set[str]]:
-    """Module of `traces` (`model`, `checks.kernels`, ...) -> the modules of `traces` it imports."""
-    modules = {
-        ".".join(path.relative_to(TRACES).with_suffix("").parts).removesuffix(".__init__").removesuffix("__init__"): path
-        for path in TRACES.rglob("*.py")
-    }
-    graph: dict[str, set[str]] = {}
-    for name, path in modules.items():
-        found = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(PACKAGE):
-                base = node.module.removeprefix(PACKAGE).lstrip(".")
-                for alias in node.names:
-                    inner = f"{base}.{alias.name}".lstrip(".")
-                    found.add(inner if inner in modules else base)
-        graph[name] = found - {name}
-    return graph
-
-
-def test_traces_imports_go_one_way():
-    graph = traces_imports()
-    assert {"model", "source", "reader", "pace", "checks.base", "report"} <= set(graph)
-    foundation = FOUNDATION | {name for name in graph if name.startswith("kernels.")}
-    for name in foundation:
-        assert graph[name] <= foundation, (name, graph[name])
-    # no cycles: repeatedly drop the modules that import nothing left
-    left = dict(graph)
-    while left:
-        leaves = {name for name, deps in left.items() if not deps & set(left)}
-        assert leaves, f"import cycle among {sorted(left)}"
-        left = {name: deps for name, deps in left.items() if name not in leaves}
+from conftest import run_script
 
 
 def test_reading_and_checking_a_trace_imports_no_torch():
     code = (
-        "import sys; import profiling_in_pytorch.traces.report, profiling_in_pytorch.traces.checks; "
+        "import sys; import trace_report.report, profiling_in_pytorch.checks; "
         "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))"
     )
     result = run_script("-c", code)

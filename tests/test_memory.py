@@ -16,9 +16,9 @@ import torch
 from conftest import FIXTURES, H200_EAGER, lesson_marks, load_trace, run_script
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from profiling_in_pytorch.traces import read_trace
-from profiling_in_pytorch.traces.checks import memory as mx
-from profiling_in_pytorch.traces.memory import CategoryTimeline, memory_peaks
+from trace_report import read_trace
+from profiling_in_pytorch.checks import memory as mx
+from trace_report.memory import CategoryTimeline, memory_peaks
 
 SCRIPT = "11_memory_mlp.py"
 LESSON = importlib.import_module("11_memory_mlp")
@@ -40,7 +40,7 @@ def cpu_runs(tmp_path_factory):
 
 
 def report(*args: str):
-    return run_script("-m", "profiling_in_pytorch.traces.report", *args)
+    return run_script("-m", "trace_report.report", *args)
 
 
 @pytest.mark.parametrize("name", list(CPU_RUNS))

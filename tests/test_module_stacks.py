@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, run_script
-from synthetic_traces import ROOT, training_trace
+from trace_report.tests.synthetic_traces import ROOT, training_trace
 
-from profiling_in_pytorch.traces import read_trace
-from profiling_in_pytorch.traces.model import MODULES_FROM_RANGES, MODULES_FROM_STACKS
-from profiling_in_pytorch.traces.summary import AUTOGRAD_BACKWARD, summarize
+from trace_report import read_trace
+from trace_report.model import MODULES_FROM_RANGES, MODULES_FROM_STACKS
+from trace_report.summary import AUTOGRAD_BACKWARD, summarize
 
 WITH_STACK = FIXTURES / "cpu" / "tiny-llama_with_stack_train.json.gz"
 # sum(e.self_cpu_time_total for e in prof.key_averages()) when the fixture was recorded: what the table rounds
@@ -182,13 +182,13 @@ def test_module_frames_leave_the_ops_their_tables_labels_and_the_self_cpu_total_
 
 
 def test_the_report_says_where_the_modules_come_from(tmp_path):
-    result = run_script("-m", "profiling_in_pytorch.traces.report", str(WITH_STACK))
+    result = run_script("-m", "trace_report.report", str(WITH_STACK))
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "modules from the trace's Python stacks (with_stack)" in out
     assert "LlamaDecoderLayer" in out and f"(no module) {AUTOGRAD_BACKWARD}" in out
     assert "of total: backward" not in out  # no module has a backward here: no column for it
-    summary = json.loads(run_script("-m", "profiling_in_pytorch.traces.report", str(WITH_STACK), "--json").stdout)["summary"]
+    summary = json.loads(run_script("-m", "trace_report.report", str(WITH_STACK), "--json").stdout)["summary"]
     assert summary["module_source"] == MODULES_FROM_STACKS
     assert {m["module"] for m in summary["by_module"]} >= set(CALLS)
 

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, requires_cuda, run_script, stderr_lines
-from graph_traces import TraceWriter
+from trace_report.tests.graph_traces import TraceWriter
 
-from profiling_in_pytorch.traces.observer import UNPROFILED_KEY, ObserverEffect, Profiled, Unprofiled, observe
-from profiling_in_pytorch.traces.observer import recording_options
-from profiling_in_pytorch.traces.pace import verdict
-from profiling_in_pytorch.traces.profiler_costs import MEASURED, estimate
-from profiling_in_pytorch.traces.reader import read_trace
-from profiling_in_pytorch.traces.report import main as trace_report
+from trace_report.observer import UNPROFILED_KEY, ObserverEffect, Profiled, Unprofiled, observe
+from trace_report.observer import recording_options
+from trace_report.pace import verdict
+from trace_report.profiler_costs import MEASURED, estimate
+from trace_report.reader import read_trace
+from trace_report.report import main as trace_report
 
 WORLD = FIXTURES / "world"
 

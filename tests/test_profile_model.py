@@ -97,7 +97,7 @@ TRACES = {
 
 @lru_cache(maxsize=None)
 def report_json(path: Path) -> dict:
-    result = run_script("-m", "profiling_in_pytorch.traces.report", str(path), "--json")
+    result = run_script("-m", "trace_report.report", str(path), "--json")
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 

@@ -21,7 +21,7 @@ from conftest import FIXTURES, ROOT, run_script, stderr_lines
 from profiling_in_pytorch.lesson.device import available_host_memory
 
 TRACE = FIXTURES / "h200" / "mlp_eager.json.gz"
-TRACE_REPORT = [sys.executable, "-m", "profiling_in_pytorch.traces.report"]
+TRACE_REPORT = [sys.executable, "-m", "trace_report.report"]
 
 
 def one_line(result, code: int) -> str:
@@ -54,7 +54,7 @@ def interrupt(args: list[str], *, after: str | None, delay: float, cwd: Path) ->
 
 def test_ctrl_c_while_torch_loads_is_one_line_and_130(tmp_path):
     # A torch that takes a minute to import, first on the path: the interrupt lands inside the lesson's imports,
-    # after `profiling_in_pytorch.errors` (its first import) and before anything else.
+    # after `trace_report.errors` (its first import) and before anything else.
     slow = tmp_path / "slow_torch" / "torch"
     slow.mkdir(parents=True)
     loading = tmp_path / "torch_is_loading"  # written when the import reaches torch: not before, on a busy machine
@@ -140,7 +140,7 @@ def test_a_gpu_out_of_memory_is_one_line_naming_the_sizes_and_exit_1():
     """What torch raises when a GPU's memory runs out (its own message), through the wrapper every command has."""
     code = (
         "import torch\n"
-        "from profiling_in_pytorch.errors import exits_cleanly\n"
+        "from trace_report.errors import exits_cleanly\n"
         "from profiling_in_pytorch.lesson.device import require_fit\n"
         "@exits_cleanly\n"
         "def main():\n"
@@ -281,9 +281,9 @@ def test_json_whose_fields_are_not_a_profilers_is_one_line(tmp_path):
     events = [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 2, "pid": [1], "tid": {"a": 1},
                "args": {"correlation": [1]}}]
     bad = write(tmp_path / "types.json", json.dumps({"traceEvents": events, "deviceProperties": 5}))
-    assert "not a well-formed torch.profiler trace" in one_line(run_script("-m", "profiling_in_pytorch.traces.report", str(bad)), 2)
+    assert "not a well-formed torch.profiler trace" in one_line(run_script("-m", "trace_report.report", str(bad)), 2)
     deep = write(tmp_path / "deep.json", '{"traceEvents": [' + "[" * 100_000 + "]" * 100_000 + "]}")
-    assert "nested too deeply" in one_line(run_script("-m", "profiling_in_pytorch.traces.report", str(deep)), 2)
+    assert "nested too deeply" in one_line(run_script("-m", "trace_report.report", str(deep)), 2)
 
 
 def test_non_finite_times_are_skipped_and_json_output_stays_json(tmp_path):
@@ -291,7 +291,7 @@ def test_non_finite_times_are_skipped_and_json_output_stays_json(tmp_path):
             ' {"ph": "X", "cat": "cpu_op", "name": "b", "ts": 2, "dur": 1, "pid": 1, "tid": 1},'
             ' {"ph": "X", "cat": "kernel", "name": "k", "ts": Infinity, "dur": 1, "pid": 0, "tid": 7}]}')
     trace = write(tmp_path / "nan.json", text)
-    result = run_script("-m", "profiling_in_pytorch.traces.report", str(trace), "--json")
+    result = run_script("-m", "trace_report.report", str(trace), "--json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout, parse_constant=lambda name: pytest.fail(f"{name} in --json output"))
     note = "skipped 2 events trace-report cannot read: 1 with a dur that is not a finite number, 1 with a ts that is not a finite number"

@@ -122,10 +122,10 @@ def test_the_timings_table_keeps_each_variant_name_whole_in_80_columns():
 def test_trace_report_reads_both_ranks_and_finds_the_all_reduce(cpu_run):
     _, folder = cpu_run
     ranks = [folder / f"2_4_16_32_tp2_plain_eager_fp32_cpu_rank{r}.json" for r in (0, 1)]
-    result = run_script("-m", "profiling_in_pytorch.traces.report", *map(str, ranks), timeout=60)
+    result = run_script("-m", "trace_report.report", *map(str, ranks), timeout=60)
     assert result.returncode == 0, result.stderr
     assert "2 ranks" in result.stdout and "gloo:all_reduce" in result.stdout
-    payload = json.loads(run_script("-m", "profiling_in_pytorch.traces.report", "--json", *map(str, ranks)).stdout)
+    payload = json.loads(run_script("-m", "trace_report.report", "--json", *map(str, ranks)).stdout)
     assert [r["communication"]["steps"][0]["collectives"][0]["collective"] for r in payload["ranks"]] == ["AllReduce"] * 2
 
 
@@ -309,7 +309,7 @@ def test_every_variant_on_two_gpus(tmp_path):
     ranks = [tmp_path / FOLDER / f"4_64_256_1024_tp2_plain_eager_rank{r}.json" for r in (0, 1)]
     nccl = [n for n in names(load_trace(ranks[0]), cat="kernel") if n.startswith(("ncclDevKernel_", "ncclKernel_"))]
     assert len(nccl) == 3, nccl  # one all-reduce per profiled step
-    report = run_script("-m", "profiling_in_pytorch.traces.report", *map(str, ranks), timeout=60)
+    report = run_script("-m", "trace_report.report", *map(str, ranks), timeout=60)
     assert report.returncode == 0 and "2 ranks" in report.stdout and "NCCL AllReduce" in report.stdout
     timings = (tmp_path / FOLDER / "4_64_256_1024_tp2_all_bench.md").read_text()
     assert "plain + all_reduce, CUDA graph" in timings and "overlap, 4 chunks, CUDA graph" in timings

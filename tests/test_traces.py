@@ -14,12 +14,13 @@ import torch.nn.functional as F
 from conftest import H200_EAGER as EAGER
 from conftest import H200_LINEAR as LINEAR
 from conftest import H200_SDPA_MATH as SDPA_MATH
+from conftest import run_report
 from profiled_traces import profile_cpu_mlp
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
-from profiling_in_pytorch.errors import UsageError
-from profiling_in_pytorch.traces import diff, pace, read_trace, source, trace_to_dict, verdict
-from profiling_in_pytorch.traces.kernels import decode, is_gemm, short_name, split_fused_ops
+from trace_report.errors import UsageError
+from trace_report import diff, pace, read_trace, source, trace_to_dict, verdict
+from trace_report.kernels import decode, is_gemm, short_name, split_fused_ops
 
 
 @pytest.fixture(scope="module")
@@ -582,3 +583,18 @@ def test_the_suites_fused_geglu_gemms_are_gemms_not_liger_kernels(name, directio
 def test_liger_geglu_kernel_is_recognised():
     name = decode("_geglu_tanh_forward_kernel")
     assert name.family == "Liger-Kernel (Triton)" and name.ops == ("geglu",) and not name.is_gemm
+
+
+def test_trace_report_on_a_cpu_trace_reports_cpu_ops_and_no_gpu(cpu_trace):
+    run = run_report(cpu_trace)
+    assert run.returncode == 0, run.stderr
+    assert "no GPU in the trace" in run.stdout
+    assert "aten::gelu" in run.stdout and "aten::linear" in run.stdout and "self µs" in run.stdout
+    assert "verdict: no GPU data" in run.stdout
+    assert "Who sets the pace" not in run.stdout and "outside the steps" not in run.stdout
+    report = json.loads(run_report(cpu_trace, "--json").stdout)
+    assert report["verdict"]["kind"] == "no GPU data"
+    assert report["closing_sync"] is None and report["verdict"]["closing_sync_us"] is None
+    assert report["self_cpu_total_us"] == pytest.approx(sum(s["cpu_us"] for s in report["steps"]), abs=0.01)
+    ops = {op["name"]: op for op in report["steps"][0]["cpu_ops"]}
+    assert ops["aten::linear"]["count"] == 3 and ops["aten::linear"]["launched_gpu_work"] == 0

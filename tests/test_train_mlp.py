@@ -19,8 +19,8 @@ from profiling_in_pytorch import lesson
 from profiling_in_pytorch.mlp import SimpleGeGLUMLP
 from profiling_in_pytorch.mlp.accuracy import TOLERANCES, check_backward
 from profiling_in_pytorch.mlp.saved import saved_for_backward
-from profiling_in_pytorch.traces import checks as ex
-from profiling_in_pytorch.traces import read_trace
+from profiling_in_pytorch import checks as ex
+from trace_report import read_trace
 
 SCRIPT = "06_train_mlp.py"
 LESSON = importlib.import_module("06_train_mlp")

@@ -4,7 +4,7 @@ FlashAttention-2 from the Hub.
 `naive` holds `NaiveCausalAttention` (lesson 04_a) and `InPlaceCausalAttention` (04_b, one line changed); `sdpa`
 the post's table of SDPA backends and the one-line call (04_c); `flash_kernel` finds `flash_attn_func` (04_d): a
 local kernel repository, the Hub, or torch's own FlashAttention-2 behind SDPA. This package may import torch and
-`profiling_in_pytorch.errors`, `hub_kernels`; nothing that profiles, reports or times.
+`trace_report.errors`, `hub_kernels`; nothing that profiles, reports or times.
 """
 
 from profiling_in_pytorch.attention.naive import InPlaceCausalAttention, NaiveCausalAttention, forward_bytes

@@ -26,7 +26,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from profiling_in_pytorch import hub_kernels
 from profiling_in_pytorch.attention import sdpa
-from profiling_in_pytorch.errors import UsageError, first_line
+from trace_report.errors import UsageError, first_line
 
 FLASH_ATTN = hub_kernels.HubKernel(
     repo_id="kernels-community/flash-attn2", version=3, what="flash_attn_func", fallback="torch"

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from profiling_in_pytorch.errors import UsageError, first_line
+from trace_report.errors import UsageError, first_line
 
 # The post's table: the names its command lines take, and the backends they pin.
 backends = {

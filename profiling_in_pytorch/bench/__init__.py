@@ -6,7 +6,7 @@ same for a forward and a backward, `--train`), `timing` (the timers and the mach
 and launches per forward, from a profile), `rows` (one row of results), `pace` (who sets the pace, by
 trace-report's verdict rule), `prose` and `table` (what the terminal shows) and `output` (the console, the JSON,
 CSV and PNG). It may import torch, rich and matplotlib, and from this project `profiling_in_pytorch.mlp`, `profiling_in_pytorch.lesson.profiling`,
-`profiling_in_pytorch.traces`, `profiling_in_pytorch.cli`, `profiling_in_pytorch.errors` and `profiling_in_pytorch.files`; nothing imports it but the benchmark, its
+`trace_report`, `trace_report.cli`, `trace_report.errors` and `trace_report.files`; nothing imports it but the benchmark, its
 tests and the lessons' unprofiled timing (`lesson/unprofiled.py`: `timing.back_to_back`, `percentile`, the GPU's
 spin clock). `goals` holds the captured variants' decode goals.
 """

@@ -1,4 +1,4 @@
-"""Kernels and launches per forward, from a short torch.profiler run read back with `profiling_in_pytorch.traces`."""
+"""Kernels and launches per forward, from a short torch.profiler run read back with `trace_report`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 import torch
 
 from profiling_in_pytorch.lesson.profiling import profile_steps
-from profiling_in_pytorch.traces import read_trace
+from trace_report import read_trace
 
 
 @dataclass(frozen=True)
@@ -29,9 +29,9 @@ def is_launch(runtime_call: str) -> bool:
 
 
 def count_kernels(forward: Callable, inputs: Sequence[torch.Tensor]) -> KernelCounts:
-    """Profile forwards with the lessons' schedule and read the trace back with `profiling_in_pytorch.traces`.
+    """Profile forwards with the lessons' schedule and read the trace back with `trace_report`.
 
-    `profiling_in_pytorch.traces` assigns each kernel to the step whose CPU side launched it, so a kernel that runs after its
+    `trace_report` assigns each kernel to the step whose CPU side launched it, so a kernel that runs after its
     step ends still counts for that step.
     """
     prof = profile_steps(lambda step: forward(inputs[step % len(inputs)]), torch.device("cuda"))
@@ -42,7 +42,7 @@ def count_kernels(forward: Callable, inputs: Sequence[torch.Tensor]) -> KernelCo
 
 
 def kernel_counts(trace) -> KernelCounts:
-    """Kernels, launches and GPU busy time per profiled step of a `profiling_in_pytorch.traces.Trace`."""
+    """Kernels, launches and GPU busy time per profiled step of a `trace_report.Trace`."""
     profiled = trace.steps
     if not profiled or not trace.has_gpu:
         raise RuntimeError("the profile recorded no GPU work")

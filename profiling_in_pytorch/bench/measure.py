@@ -26,7 +26,7 @@ from profiling_in_pytorch.bench.rows import Row
 from profiling_in_pytorch.bench.shapes import Shape
 from profiling_in_pytorch.bench.timing import Ceilings, back_to_back, cpu_timing, gpu_timing
 from profiling_in_pytorch.bench.variants import Variant
-from profiling_in_pytorch.errors import UsageError, first_line, is_out_of_memory
+from trace_report.errors import UsageError, first_line, is_out_of_memory
 from profiling_in_pytorch.lesson.profiling import synchronize
 from profiling_in_pytorch.mlp.accuracy import check_output
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import torch
 
-from profiling_in_pytorch.console import Console
-from profiling_in_pytorch.files import write_atomically
+from trace_report.console import Console
+from trace_report.files import write_atomically
 from profiling_in_pytorch.mlp.accuracy import TOLERANCES
 
 # Not a terminal (CI logs, a remote run): rich would assume 80 columns and fold the table; give it room.

@@ -1,6 +1,6 @@
 """Who sets the pace at a shape, the CPU issuing a forward or the GPU running it, and what each variant changes.
 
-The rule is trace-report's verdict (`profiling_in_pytorch.traces.pace.verdict`) with its thresholds, `STARVED_SHARE` and
+The rule is trace-report's verdict (`trace_report.pace.verdict`) with its thresholds, `STARVED_SHARE` and
 `CLOSE_TO_LINE`, applied to numbers taken without the profiler where it would distort them: what issuing one
 forward costs the CPU in a back-to-back loop (the profiler adds CPU time to every op), against the GPU's busy time
 per forward from the profile. "CPU" is the verdict's overhead-bound, "GPU" its compute-bound.
@@ -11,7 +11,7 @@ from __future__ import annotations
 from profiling_in_pytorch.bench.prose import ABOVE_CEILING, count
 from profiling_in_pytorch.bench.rows import Row
 from profiling_in_pytorch.bench.shapes import Shape
-from profiling_in_pytorch.traces.pace import CLOSE_TO_LINE, paced_by_timing
+from trace_report.pace import CLOSE_TO_LINE, paced_by_timing
 
 
 def paced_by(cpu_us: float, gpu_busy_us: float, loop_us: float) -> str:

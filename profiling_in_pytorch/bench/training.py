@@ -31,7 +31,7 @@ from profiling_in_pytorch.bench.rows import Row
 from profiling_in_pytorch.bench.shapes import Shape
 from profiling_in_pytorch.bench.timing import cpu_timing, gpu_timing
 from profiling_in_pytorch.bench.variants import Variant
-from profiling_in_pytorch.errors import is_out_of_memory
+from trace_report.errors import is_out_of_memory
 from profiling_in_pytorch.lesson.profiling import synchronize
 from profiling_in_pytorch.mlp.accuracy import Accuracy, check_backward
 from profiling_in_pytorch.mlp.saved import saved_for_backward

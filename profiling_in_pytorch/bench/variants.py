@@ -15,7 +15,7 @@ import torch
 from rich.markup import escape
 
 from profiling_in_pytorch.bench.output import console
-from profiling_in_pytorch.errors import UsageError
+from trace_report.errors import UsageError
 
 Forward = Callable[[torch.Tensor], torch.Tensor]
 

@@ -13,9 +13,9 @@
 
 The recipe itself (the module, `step()` under `record_function`, `torch.profiler.profile(...)` with the posts'
 schedule, the five `prof.step()`s) stays in the lesson, where the reader sees it. This package imports torch,
-rich, `profiling_in_pytorch.traces` (the checks), `profiling_in_pytorch.mlp.accuracy` (the output and gradient checks),
+rich, `trace_report` (the checks), `profiling_in_pytorch.mlp.accuracy` (the output and gradient checks),
 `profiling_in_pytorch.bench.timing` (the timers `time_unprofiled` shares with the benchmark) and the standard
-modules (`profiling_in_pytorch.cli`, `errors`, `files`); it never imports a lesson.
+modules (`trace_report.cli`, `errors`, `files`); it never imports a lesson.
 
 Each part lives in its own module (runs, unprofiled, guesses, output, op_table, correctness, commands); this file
 only hands their names on, so that a lesson reads `lesson.setup`, `lesson.save`, ... Lesson 11's memory plumbing

@@ -11,8 +11,8 @@ from rich.table import Table
 
 from profiling_in_pytorch.lesson import console, dtype_name
 from profiling_in_pytorch.mlp.accuracy import check_output as check_output_against
-from profiling_in_pytorch.traces.checks.attention import summarize
-from profiling_in_pytorch.traces.reader import read_trace
+from profiling_in_pytorch.checks.attention import summarize
+from trace_report.reader import read_trace
 
 
 def check_attention_output(name: str, got: torch.Tensor, want: torch.Tensor, dtype: torch.dtype) -> bool:

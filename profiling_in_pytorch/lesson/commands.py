@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from profiling_in_pytorch.files import twin_trace
+from trace_report.files import twin_trace
 from profiling_in_pytorch.lesson.runs import Run
 from profiling_in_pytorch.lesson.terminal import console
 
@@ -18,7 +18,7 @@ def next_steps(run: Run, *, compare_with: Sequence[Path] = (), ranks: Sequence[P
     """The commands to go on with, naming the files this run wrote and the traces it can be compared with.
 
     ranks: in a distributed run, every rank's trace (this one among them): read together, they show the skew."""
-    report = _command("trace-report", "profiling_in_pytorch.traces.report")
+    report = _command("trace-report", "trace_report.report")
     trace = shlex.quote(_shown(run.trace_path))
     console.print("\n[bold]Next[/bold]")
     console.print(f"  read it:   {report} {trace}", soft_wrap=True, markup=False)

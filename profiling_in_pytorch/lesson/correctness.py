@@ -8,7 +8,7 @@ import math
 import torch
 from rich.markup import escape
 
-from profiling_in_pytorch.errors import readable_bytes
+from trace_report.errors import readable_bytes
 from profiling_in_pytorch.lesson.device import dtype_name
 from profiling_in_pytorch.lesson.terminal import console
 from profiling_in_pytorch.mlp.accuracy import check_backward, fp32_reference

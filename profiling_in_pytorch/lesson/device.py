@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from profiling_in_pytorch.errors import UsageError, allocating, readable_bytes
+from trace_report.errors import UsageError, allocating, readable_bytes
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 

@@ -10,7 +10,7 @@ from typing import Callable
 import torch
 from rich.table import Table
 
-from profiling_in_pytorch.errors import UsageError
+from trace_report.errors import UsageError
 from profiling_in_pytorch.lesson import console, dtype_name
 from profiling_in_pytorch.mlp.accuracy import fp32_reference, relative_error
 from profiling_in_pytorch.mlp.fp8 import FusedFP8GeGLUMLP, ScaledMMGeGLUMLP, fp8_unavailable, torchao_fp8_mlp

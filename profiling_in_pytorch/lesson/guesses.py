@@ -8,8 +8,8 @@ from typing import Sequence
 from profiling_in_pytorch.lesson.profiling import ACTIVE, STEPS, WAIT, WARMUP
 from profiling_in_pytorch.lesson.runs import Run
 from profiling_in_pytorch.lesson.terminal import console
-from profiling_in_pytorch.traces.checks import Expectation, check_trace
-from profiling_in_pytorch.traces.checks import announce as print_expectations
+from profiling_in_pytorch.checks import Expectation, check_trace
+from profiling_in_pytorch.checks import announce as print_expectations
 
 
 def announce(expectations: Sequence[Expectation], run: Run, compiled_already: bool = False) -> None:

@@ -21,12 +21,12 @@ from typing import Callable
 import torch
 from rich.markup import escape
 
-from profiling_in_pytorch.errors import CannotRunHere, first_line, readable_bytes
-from profiling_in_pytorch.files import temporary_sibling
+from trace_report.errors import CannotRunHere, first_line, readable_bytes
+from trace_report.files import temporary_sibling
 from profiling_in_pytorch.lesson.terminal import console
 from profiling_in_pytorch.lesson.commands import shown_path
-from profiling_in_pytorch.traces.checks.memory import split_text
-from profiling_in_pytorch.traces.memory import UNTOUCHED, CategoryTimeline, memory_peaks
+from profiling_in_pytorch.checks.memory import split_text
+from trace_report.memory import UNTOUCHED, CategoryTimeline, memory_peaks
 
 SNAPSHOT_ENTRIES = 200_000  # allocator events the snapshot keeps: two steps of the largest run need a few thousand
 

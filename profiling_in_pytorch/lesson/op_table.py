@@ -10,7 +10,7 @@ from torch.profiler import profile
 
 from profiling_in_pytorch.lesson.profiling import ACTIVE
 from profiling_in_pytorch.lesson.terminal import console
-from profiling_in_pytorch.traces.kernels import short_name
+from trace_report.kernels import short_name
 
 TABLE_ROWS = 15
 OP_NAME_MIN, OP_NAME_MAX = 12, 60  # the op table's name column, in characters

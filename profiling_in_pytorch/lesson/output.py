@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from torch.profiler import profile
 
-from profiling_in_pytorch.files import write_atomically
+from trace_report.files import write_atomically
 from profiling_in_pytorch.lesson.commands import shown_path
 from profiling_in_pytorch.lesson.op_table import op_table_text, print_op_table
 from profiling_in_pytorch.lesson.profiling import export_trace
 from profiling_in_pytorch.lesson.runs import Run
 from profiling_in_pytorch.lesson.terminal import console
-from profiling_in_pytorch.traces import fusion, read_trace, verdict
-from profiling_in_pytorch.traces.observer import UNPROFILED_KEY, Unprofiled, observe, print_observed
-from profiling_in_pytorch.traces.picture import write_picture
+from trace_report import fusion, read_trace, verdict
+from trace_report.observer import UNPROFILED_KEY, Unprofiled, observe, print_observed
+from trace_report.picture import write_picture
 
 
 def save(prof: profile, run: Run, unprofiled: Unprofiled | None = None, extra: dict | None = None) -> None:
@@ -36,7 +36,7 @@ def save(prof: profile, run: Run, unprofiled: Unprofiled | None = None, extra: d
 
 def fusion_candidates(run: Run, rows: int = 3) -> None:
     """The first rows of trace-report's "Where fusion would pay" for this run's trace (recorded with shapes):
-    memory-bound kernels back to back, what one fused kernel would move and take (profiling_in_pytorch.traces.fusion).
+    memory-bound kernels back to back, what one fused kernel would move and take (trace_report.fusion).
     """
     trace = read_trace(run.trace_path)
     console.print("\n[bold]Where fusion would pay[/bold] (trace-report prints the whole table)")

@@ -20,7 +20,7 @@ from typing import Any, Callable
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
-from profiling_in_pytorch.files import temporary_sibling, write_atomically
+from trace_report.files import temporary_sibling, write_atomically
 
 # Kineto logs its own stages, its "USDT: profiler_start/stop" marks (level 5) and, on a machine without a GPU, a
 # scary "gpuGetDeviceCount failed" ERROR (level 4); 6 is above them all, so stderr keeps what the user must read.

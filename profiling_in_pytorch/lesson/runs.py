@@ -14,12 +14,12 @@ from typing import Any, Sequence
 import torch
 from torch.profiler import ProfilerActivity
 
-from profiling_in_pytorch.cli import DTYPE_NAMES, ArgumentParser, add_common_flags, positive_int
-from profiling_in_pytorch.errors import UsageError
-from profiling_in_pytorch.files import writable_dir, writable_file
+from trace_report.cli import DTYPE_NAMES, ArgumentParser, add_common_flags, positive_int
+from trace_report.errors import UsageError
+from trace_report.files import writable_dir, writable_file
 from profiling_in_pytorch.lesson.device import describe_device, dtype_name, pick_device, pick_dtype, require_fit
 from profiling_in_pytorch.lesson.terminal import console
-from profiling_in_pytorch.traces.picture import picture_path
+from trace_report.picture import picture_path
 
 CPU_NOTE = (
     "No GPU here, so this is a CPU profile: the trace has no GPU lane, the 'kernels' are the CPU ops "

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from profiling_in_pytorch.console import Console
+from trace_report.console import Console
 
 console = Console(highlight=False)

@@ -36,8 +36,8 @@ import torch
 from profiling_in_pytorch.bench import timing as bench_timing  # a module, not its names: bench.timing imports lesson.device
 from profiling_in_pytorch.lesson.runs import Run
 from profiling_in_pytorch.lesson.terminal import console
-from profiling_in_pytorch.traces.observer import Unprofiled
-from profiling_in_pytorch.traces.pace import _us
+from trace_report.observer import Unprofiled
+from trace_report.pace import _us
 
 HELD_S, LOOP_S, CPU_S = 0.4, 0.3, 0.5
 MIN_REPEATS, MAX_REPEATS = 3, 50

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from profiling_in_pytorch.errors import UsageError
+from trace_report.errors import UsageError
 from profiling_in_pytorch.mlp.fp8_scaling import (
     E4M3,
     dequantized_rowwise,

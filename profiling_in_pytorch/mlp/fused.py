@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from profiling_in_pytorch.errors import UsageError
+from trace_report.errors import UsageError
 from profiling_in_pytorch.mlp.triton_ops.geglu import INTERPRETING, SUPPORTED_DTYPES, geglu_gemm, interleave_gate_up
 from profiling_in_pytorch.mlp.triton_ops.geglu_backward import geglu_gemm_backward
 

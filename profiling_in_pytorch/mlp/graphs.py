@@ -39,7 +39,7 @@ from typing import Callable
 
 import torch
 
-from profiling_in_pytorch.errors import UsageError
+from trace_report.errors import UsageError
 
 NEEDS_GPU = "CUDA graphs need a GPU"
 WARMUP_CALLS = 3  # the CUDA graphs notes warm up with a few iterations; the first call per shape tunes Triton's kernels

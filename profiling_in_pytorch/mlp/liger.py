@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from profiling_in_pytorch import hub_kernels
-from profiling_in_pytorch.errors import UsageError, first_line
+from trace_report.errors import UsageError, first_line
 
 LIGER = hub_kernels.HubKernel(
     repo_id="kernels-community/liger-kernels",

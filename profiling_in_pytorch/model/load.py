@@ -19,7 +19,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from profiling_in_pytorch.errors import UsageError, first_line
+from trace_report.errors import UsageError, first_line
 from profiling_in_pytorch.model.presets import PRESETS
 
 EXIT_CANNOT_RUN = 1

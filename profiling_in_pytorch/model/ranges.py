@@ -3,7 +3,7 @@
 torch.profiler's `with_modules=True` records module hierarchy for TorchScript models only: in eager mode it records
 nothing (torch 2.15 says so in a FutureWarning and points to `with_stack=True`, whose `nn.Module: Linear_0` Python
 events come with a Python frame for every function called, a far larger cost and trace). So we open the ranges
-ourselves, with hooks, under one prefix the report reads (profiling_in_pytorch.traces.summary):
+ourselves, with hooks, under one prefix the report reads (trace_report.summary):
 
     nn.Module: LlamaMLP                         around each forward call of a LlamaMLP (forward pre/post hooks)
     nn.Module: LlamaForCausalLM > LlamaModel > LlamaDecoderLayer > LlamaMLP > Linear.backward
@@ -36,7 +36,7 @@ import torch
 from torch import nn
 from torch.autograd.profiler import record_function
 
-from profiling_in_pytorch.traces.summary import BACKWARD_SUFFIX, CHAIN_SEPARATOR, MODULE_PREFIX  # what the report reads
+from trace_report.summary import BACKWARD_SUFFIX, CHAIN_SEPARATOR, MODULE_PREFIX  # what the report reads
 
 # torch's C++ range (what Inductor wraps its CPU kernels in): 1.6 µs to open and close under the profiler on a CPU,
 # against 14 µs for `record_function`, which dispatches two ops. Its boxes are `cpu_op` events, not `user_annotation`.

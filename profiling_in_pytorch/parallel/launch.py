@@ -30,7 +30,7 @@ import torch
 import torch.distributed as dist
 
 from profiling_in_pytorch import lesson
-from profiling_in_pytorch.errors import EXIT_CANNOT_RUN, EXIT_INTERRUPTED, EXIT_USAGE, CannotRunHere, UsageError
+from trace_report.errors import EXIT_CANNOT_RUN, EXIT_INTERRUPTED, EXIT_USAGE, CannotRunHere, UsageError
 from profiling_in_pytorch.lesson.device import pick_device
 
 T = TypeVar("T")

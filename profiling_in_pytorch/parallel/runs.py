@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from profiling_in_pytorch import lesson
-from profiling_in_pytorch.files import writable_file
+from trace_report.files import writable_file
 from profiling_in_pytorch.parallel.sharded import COMPILED, GRAPHABLE
 
 RANK_SUFFIX = "_rank{rank}"

@@ -35,7 +35,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from profiling_in_pytorch.errors import UsageError
+from trace_report.errors import UsageError
 
 VARIANTS = ("dtensor", "dtensor-compile", "plain", "overlap", "overlap-ce", "seqpar", "async-tp", "async-tp-compile")
 GRAPHABLE = ("plain", "overlap", "overlap-ce", "seqpar", "async-tp")

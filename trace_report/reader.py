@@ -1,0 +1,504 @@
+"""Read a Chrome trace written by torch.profiler the way the post reads it in Perfetto: `read_trace(path)`.
+
+`source` streams the events; here we keep the few fields we use of each (names interned: kernels repeat a lot),
+skip an event whose fields are not a profiler's (a pid that is a list, args that are a string, ...) and count
+why (`Trace.skipped_events`), then build the model (`model`):
+
+- ops nest by time on their thread (`_nest`): each op's self time, the boxes around it (its path) and how much GPU
+  work was launched from inside it;
+- GPU work links to the runtime call that launched it (`_link`): a kernel and its launch share
+  `args.correlation`, as does the ac2g arrow between them. The op that launched the kernel is the innermost
+  `cpu_op` around that runtime call on its thread: for `nn.Linear`'s GEMM that is `aten::mm` (inside
+  `aten::matmul`, inside `aten::linear`, inside `mlp_fwd`), kept as the call's `launcher`, with its input shapes
+  and types when the profile recorded them (`record_shapes=True`);
+- everything is grouped by `ProfilerStep#N`, the active steps of the profiler's schedule: a CPU box or runtime
+  call belongs to the step its CPU timestamp falls in, and GPU work to the step of the call that launched it,
+  even when the GPU runs it later. GPU work whose launch call the trace names but does not hold was launched
+  before the recording began (the warmup step's, still running when the GPU is behind): it belongs to no step.
+  A trace without `ProfilerStep` events is read as one step.
+
+- modules: the suite's `nn.Module: X` ranges are ops (or labels) and sit in the paths; without them, a trace
+  recorded with `with_stack=True` names each module call in a Python frame, `nn.Module: X_N`, and `_place_in_modules`
+  gives each op and runtime call the module types around it (`modules`), leaving the ops and their paths as they are.
+
+The table's "Self CPU time total" is summed here too (`_self_cpu_total`), where every box's thread is known.
+"""
+
+from __future__ import annotations
+
+import bisect
+import gc
+import gzip
+import math
+import re
+import zlib
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from trace_report.errors import UsageError, first_line
+from trace_report.device import gpu_label
+from trace_report.kernels import MODULE_PREFIX
+from trace_report.memory import MEMORY_EVENT, memory_event
+from trace_report.model import MODULES_FROM_RANGES, MODULES_FROM_STACKS, WHOLE_TRACE
+from trace_report.model import CpuOp, GpuWork, RuntimeCall, Step, Trace, skipped_reasons
+from trace_report.source import TraceSource, open_text
+
+GPU_KINDS = {
+    "kernel": "kernel",
+    "gpu_memset": "memset",
+    "memset": "memset",
+    "gpu_memcpy": "memcpy",
+    "memcpy": "memcpy",
+}
+RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "runtime", "xpu_runtime", "privateuse1_runtime"}
+OP_CATS = {"cpu_op", "operator"}
+ANNOTATION_CATS = {"user_annotation"}
+PYTHON_CATS = {"python_function"}  # with_stack=True: Python frames; they nest ops, the table leaves them out
+STEP_PREFIX = "ProfilerStep#"
+_KIND_OF_CAT = {
+    **{cat: "op" for cat in OP_CATS},
+    **{cat: "label" for cat in ANNOTATION_CATS},
+    **{cat: "runtime" for cat in RUNTIME_CATS},
+    **{cat: "gpu" for cat in GPU_KINDS},
+    **{cat: "python" for cat in PYTHON_CATS},
+}
+# What a field may be, by exact type (a bool is not a number here): pids, tids, ids and correlations are numbers or
+# strings (a list would not even be a dict key); times are numbers.
+_SCALAR = (int, float, str)
+_NUMBER = (int, float)
+_NAN = float("nan")
+isfinite = math.isfinite
+_INSTANCE = re.compile(r"_\d+$")  # `nn.Module: Linear_3`: torch numbers a type's instances; the type is `Linear`
+
+
+def read_trace(path: str | Path) -> Trace:
+    """Read a torch.profiler Chrome trace (.json or .json.gz); bad input raises UsageError, one line."""
+    path = Path(path)
+    collector = _Collector(path)
+    # Reading makes a few objects per event and frees none: Python's cyclic collector would walk all that were kept,
+    # again and again, for no garbage. Off while reading, 26 MB of JSON read in 0.69 s instead of 1.09 (2 cores).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _read(path, collector)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _read(path: Path, collector: _Collector) -> Trace:
+    with open_text(path) as text:
+        source = TraceSource(text, path)
+        add = collector.add
+        try:
+            for event in source.events():
+                add(event)
+        except (EOFError, zlib.error, gzip.BadGzipFile) as err:
+            raise UsageError(f"{path}: the gzip stream is cut short or corrupt ({err})") from None
+        except UnicodeDecodeError:
+            raise UsageError(f"{path}: not UTF-8 text, so not a JSON trace") from None
+        except OSError as err:
+            raise UsageError(f"{path}: cannot read it ({err.strerror or err})") from None
+    if collector.events == 0:
+        raise UsageError(f"{path}: the trace holds no events")
+    if collector.timed == 0:
+        raise UsageError(f"{path}: no timed events (\"ph\": \"X\"): not a trace from torch.profiler")
+    if collector.skipped and not (collector.ops or collector.runtime or collector.gpu or collector.steps):
+        reasons = skipped_reasons(collector.skipped)
+        raise UsageError(f"{path}: not a well-formed torch.profiler trace: none of the events it needs can be read ({reasons})")
+    try:
+        return collector.build(path, source.meta)
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as err:
+        # JSON that parses but whose fields are not a profiler's (a number where an object should be, ...)
+        raise UsageError(f"{path}: not a well-formed torch.profiler trace ({type(err).__name__}: {first_line(err)})") from None
+
+
+class _Collector:
+    """Keeps the few fields we use from each event; names are interned (kernels repeat a lot)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.events = 0
+        self.timed = 0
+        self.names: dict[str, str] = {}
+        self.lanes: dict[Any, Any] = {}  # pid and tid values, shared: a big trace repeats a handful of them
+        self.steps: list[tuple[str, float, float, Any, Any]] = []  # name, ts, dur, pid, tid
+        self.ops: list[CpuOp] = []
+        self.runtime: list[RuntimeCall] = []
+        self.gpu: list[GpuWork] = []
+        self.python_frames: list[tuple[Any, Any, float, float]] = []  # pid, tid, ts, dur: for self times
+        self.module_frames: list[tuple[Any, Any, float, float, str]] = []  # pid, tid, ts, dur, name: `nn.Module: X_N`
+        self.flow_start: dict[Any, tuple] = {}  # ac2g id -> (pid, tid, ts) of the runtime call
+        self.flow_end: dict[tuple, Any] = {}  # (pid, tid, ts) of the GPU work -> ac2g id
+        self.skipped: Counter = Counter()  # why -> how many events we could not use (a pid that is a list, ...)
+        self.memory: list = []  # profile_memory=True: the allocator's `[memory]` instant events (memory.py)
+
+    def add(self, ev: Any) -> None:
+        if type(ev) is not dict:
+            raise UsageError(f"{self.path}: traceEvents holds {type(ev).__name__} values, not event objects: not a Chrome trace")
+        self.events += 1
+        ph = ev.get("ph")
+        if ph == "X":
+            self.timed += 1
+            cat = ev.get("cat")
+            if type(cat) is not str:
+                self.skipped["a cat that is not a string"] += 1
+                return
+            kind = _KIND_OF_CAT.get(cat)
+            if kind is None:
+                cat = cat.lower()  # Kineto writes them in lower case; other writers may not
+                kind = _KIND_OF_CAT.get(cat)
+                if kind is None:
+                    return  # a category we do not read
+            get = ev.get
+            ts, dur, name, args, pid, tid = get("ts"), get("dur"), get("name"), get("args"), get("pid"), get("tid")
+            why = None
+            if type(ts) is not float:  # json gives a float for 1.5 or 1e3, an int for 15: both are times
+                try:
+                    ts = float(ts) if type(ts) is int else _NAN
+                except OverflowError:  # an integer too large for a float
+                    ts = _NAN
+            if type(dur) is not float:
+                try:
+                    dur = float(dur) if type(dur) is int else 0.0 if dur is None else _NAN
+                except OverflowError:
+                    dur = _NAN
+            if not isfinite(ts):  # NaN or Infinity: JSON that Python reads, but no time a profiler wrote
+                why = "a ts that is not a finite number"
+            elif not isfinite(dur):
+                why = "a dur that is not a finite number"
+            elif type(name) is not str:
+                why = "a name that is not a string"
+            elif pid is not None and type(pid) not in _SCALAR:
+                why = "a pid that is not a number or string"
+            elif tid is not None and type(tid) not in _SCALAR:
+                why = "a tid that is not a number or string"
+            elif args is None:
+                args = {}
+            elif type(args) is not dict:
+                why = "args that are not an object"
+            if why is None and (kind == "runtime" or kind == "gpu"):
+                correlation = args.get("correlation")
+                if correlation is not None and type(correlation) not in _SCALAR:
+                    why = "a correlation that is not a number or string"
+            if why is not None:
+                self.skipped[why] += 1
+                return
+            name = self.names.setdefault(name, name)
+            lanes = self.lanes
+            pid, tid = lanes.setdefault(pid, pid), lanes.setdefault(tid, tid)
+            if kind == "op" and name.startswith(STEP_PREFIX):  # traces of 2021 put the steps among the ops
+                kind = "label"
+            if kind == "op":
+                dims = args.get("Input Dims")
+                dims = tuple(tuple(d) if isinstance(d, list) else () for d in dims) if isinstance(dims, list) else ()
+                types = args.get("Input type")  # beside each shape: "c10::BFloat16", "float", "Scalar", ...
+                if dims and isinstance(types, list):
+                    types = tuple(self.names.setdefault(t, t) if type(t) is str else "" for t in types)
+                else:
+                    types = ()
+                self.ops.append(CpuOp(name, ts, dur, pid, tid, input_dims=dims, input_types=types))
+            elif kind == "label":
+                if name.startswith(STEP_PREFIX):
+                    self.steps.append((name, ts, dur, pid, tid))
+                else:
+                    self.ops.append(CpuOp(name, ts, dur, pid, tid, is_label=True))
+            elif kind == "runtime":
+                self.runtime.append(RuntimeCall(name, ts, dur, pid, tid, correlation))
+            elif kind == "gpu":
+                registers, shared = args.get("registers per thread"), args.get("shared memory")
+                occupancy = args.get("est. achieved occupancy %")
+                self.gpu.append(
+                    GpuWork(
+                        GPU_KINDS[cat], name, ts, dur, pid, tid, correlation,
+                        registers=registers if isinstance(registers, int) else None,
+                        shared_memory=shared if isinstance(shared, int) else None,
+                        grid=_dims3(args.get("grid")),
+                        block=_dims3(args.get("block")),
+                        occupancy=float(occupancy) if type(occupancy) in _NUMBER and math.isfinite(occupancy) else None,
+                    )
+                )
+            else:
+                self.python_frames.append((pid, tid, ts, dur))
+                if name.startswith(MODULE_PREFIX):
+                    self.module_frames.append((pid, tid, ts, dur, name))
+        elif (ph == "s" or ph == "f") and ev.get("cat") == "ac2g":
+            flow_id, pid, tid, ts = ev.get("id"), ev.get("pid"), ev.get("tid"), ev.get("ts")
+            if type(flow_id) not in _SCALAR:
+                self.skipped["an id that is not a number or string"] += 1
+            elif pid is not None and type(pid) not in _SCALAR:
+                self.skipped["a pid that is not a number or string"] += 1
+            elif tid is not None and type(tid) not in _SCALAR:
+                self.skipped["a tid that is not a number or string"] += 1
+            elif type(ts) not in _NUMBER:
+                self.skipped["a ts that is not a finite number"] += 1
+            elif ph == "s":
+                self.flow_start[flow_id] = (pid, tid, ts)
+            else:
+                self.flow_end[(pid, tid, ts)] = flow_id
+        elif ph == "i" and ev.get("name") == MEMORY_EVENT:
+            event = memory_event(ev)
+            if event is None:
+                self.skipped["a [memory] event whose args are not the profiler's"] += 1
+            else:
+                self.memory.append(event)
+
+    def build(self, path: Path, meta: dict) -> Trace:
+        notes: list[str] = []
+        steps = [Step(name, ts, dur) for name, ts, dur, _, _ in sorted(self.steps, key=lambda s: s[1])]
+        from_profiler_steps = bool(steps)
+        if not steps:
+            spans = [(o.ts, o.ts + o.dur) for o in self.ops] + [(r.ts, r.ts + r.dur) for r in self.runtime]
+            spans += [(w.ts, w.ts + w.dur) for w in self.gpu]
+            start = min(s for s, _ in spans) if spans else 0.0
+            end = max(e for _, e in spans) if spans else 0.0
+            steps = [Step(WHOLE_TRACE, start, end - start)]
+            notes.append("no ProfilerStep events: the whole trace is read as one step")
+
+        unrecorded = _link(self.runtime, self.gpu, self.flow_start, self.flow_end)
+        self.flow_start.clear()
+        self.flow_end.clear()
+        launches = Counter(id(work.launch) for work in self.gpu if work.launch is not None)
+        _nest(self.ops, self.runtime, launches)
+        boxes = [(o.pid, o.tid, o.ts, o.dur, True) for o in self.ops]
+        boxes += [(c.pid, c.tid, c.ts, c.dur, True) for c in self.runtime]
+        boxes += [(pid, tid, ts, dur, True) for _, ts, dur, pid, tid in self.steps]
+        boxes += [(pid, tid, ts, dur, False) for pid, tid, ts, dur in self.python_frames]
+        self.python_frames.clear()
+        self_cpu_total = _self_cpu_total(boxes)
+        # Modules: the suite's ranges when the trace has them (they hold the backward too), else the Python frames.
+        module_source = None
+        if any(name.startswith(MODULE_PREFIX) for name in {op.name for op in self.ops}):
+            module_source = MODULES_FROM_RANGES
+        elif self.module_frames:
+            module_source = MODULES_FROM_STACKS
+            frames = _place_in_modules(self.module_frames, self.ops, self.runtime)
+            starts = [s.ts for s in steps]
+            for pid, tid, ts, dur, module in frames:
+                step = _step_at(steps, starts, ts)
+                if step is not None:
+                    step.module_calls[module] += 1
+        self.module_frames.clear()
+
+        starts = [s.ts for s in steps]
+        ops_outside: list[CpuOp] = []
+        for op in self.ops:
+            step = _step_at(steps, starts, op.ts)
+            (step.ops if step is not None else ops_outside).append(op)
+        runtime_outside: list[RuntimeCall] = []
+        for call in self.runtime:
+            step = _step_at(steps, starts, call.ts)
+            (step.runtime if step is not None else runtime_outside).append(call)
+        gpu_outside: list[GpuWork] = []
+        for work in self.gpu:
+            # GPU work belongs to the step whose CPU launched it, wherever it runs; work launched before the
+            # recording belongs to no step; only work the trace links to nothing goes to the step it runs in.
+            if work.launch is not None:
+                step = _step_at(steps, starts, work.launch_ts)
+            else:
+                step = None if id(work) in unrecorded else _step_at(steps, starts, work.ts)
+            (step.gpu if step is not None else gpu_outside).append(work)
+        for step in steps:
+            step.gpu.sort(key=lambda w: w.ts)
+        for outside in (ops_outside, runtime_outside, gpu_outside):
+            outside.sort(key=lambda item: item.ts)
+
+        labels = Counter(op.name for op in self.ops if op.is_label)
+        device_properties: dict = {}
+        props = meta.get("deviceProperties")
+        if isinstance(props, list) and props and isinstance(props[0], dict):
+            device_properties = props[0]
+        kernels = {work.name for work in self.gpu if work.kind == "kernel"}
+        device = gpu_label(device_properties, kernels, {call.name for call in self.runtime})
+        if not self.gpu:
+            notes.append("no GPU work in the trace: a CPU-only profile (or CUDA activity was not recorded)")
+        return Trace(
+            path,
+            steps,
+            from_profiler_steps,
+            device,
+            labels,
+            notes,
+            runtime_outside_steps=runtime_outside,
+            ops_outside_steps=ops_outside,
+            gpu_outside_steps=gpu_outside,
+            self_cpu_total_us=self_cpu_total,
+            skipped_events=self.skipped,
+            device_properties=device_properties,
+            module_source=module_source,
+            meta=meta,
+            memory_events=self.memory,
+        )
+
+
+def _dims3(value: Any) -> tuple | None:
+    """A launch dimension as the trace gives it (`[24576, 1, 1]`), or None."""
+    if type(value) is list and len(value) == 3:  # as Kineto writes it: without the generator below, 3x sooner
+        x, y, z = value
+        if type(x) is int and type(y) is int and type(z) is int:
+            return (x, y, z)
+    return tuple(value) if isinstance(value, list) and all(isinstance(v, int) for v in value) else None
+
+
+def _nest(ops: list[CpuOp], runtime: list[RuntimeCall], launches: Counter) -> None:
+    """Walk each thread's boxes in time order with a stack: self times, paths, launching ops, launched counts.
+
+    launches: id(runtime call) -> how many pieces of GPU work it launched.
+    """
+    threads: dict[tuple, list] = defaultdict(list)
+    boxes: list = [*ops, *runtime]
+    # Sorted as plain tuples, the box's index last: ops before runtime calls at the same instant, outer boxes
+    # (longer) before inner ones, then the order they came in (a key function per box cost a third of the walk).
+    for i, op in enumerate(ops):
+        threads[(op.pid, op.tid)].append((op.ts, -op.dur, 0, i))
+    for i, call in enumerate(runtime, len(ops)):
+        threads[(call.pid, call.tid)].append((call.ts, -call.dur, 1, i))
+    for items in threads.values():
+        items.sort()
+        stack: list[CpuOp] = []
+        paths: list[tuple[str, ...]] = [()]  # paths[k]: the names of stack[:k], one tuple shared by the boxes inside
+        launchers: list[CpuOp | None] = [None]  # launchers[k]: the innermost op (not a label) of stack[:k]
+        for ts, _, is_call, i in items:
+            item = boxes[i]
+            while stack and stack[-1].ts + stack[-1].dur <= ts:  # it ended: not a parent of what follows
+                stack.pop()
+                paths.pop()
+                launchers.pop()
+            if stack and not stack[-1].is_label:
+                stack[-1].self_us -= item.dur
+            if is_call:
+                launcher = launchers[-1]
+                item.launched_by = launcher.name if launcher else (stack[-1].name if stack else None)
+                item.launcher = launcher
+                item.launch_path = paths[-1]
+                n = launches.get(id(item), 0)
+                if n:
+                    for op in stack:
+                        op.launched += n
+            else:
+                item.self_us += item.dur
+                item.path = paths[-1]
+                stack.append(item)
+                paths.append(paths[-1] + (item.name,))
+                launchers.append(launchers[-1] if item.is_label else item)
+
+
+def _place_in_modules(frames: list[tuple], ops: list[CpuOp], runtime: list[RuntimeCall]) -> list[tuple]:
+    """Give each op and runtime call the module types whose frames (`nn.Module: X_N`, with_stack=True) hold it.
+
+    The frames nest on their thread as Python calls do, and a box belongs to the frames open when it starts (as
+    `Step.phase` takes boxes by their start). The frames are few (one per module call) and the boxes many, so each
+    thread's frames become a timeline first, the chain of module types open from each instant on (one tuple per
+    frame, shared by the boxes inside it), and each box finds its instant by bisection: no sort of the boxes.
+    Returns the frames as (pid, tid, ts, dur, module type), for the module calls per step.
+    """
+    types: dict[str, str] = {}  # frame name -> module type: a model repeats a few dozen names
+    threads: dict[tuple, list] = defaultdict(list)
+    typed = []
+    for pid, tid, ts, dur, name in frames:
+        module = types.get(name)
+        if module is None:
+            module = types[name] = _INSTANCE.sub("", name[len(MODULE_PREFIX) :])
+        typed.append((pid, tid, ts, dur, module))
+        threads[(pid, tid)].append((ts, -dur, module))
+    timelines: dict[tuple, tuple[list[float], list[tuple[str, ...]]]] = {}
+    for lane, items in threads.items():
+        items.sort(key=lambda item: item[:2])  # by start, outer (longer) frames first
+        points: list[float] = []  # from points[i] on, until points[i + 1], chains[i] is open
+        chains: list[tuple[str, ...]] = []
+        stack: list[tuple[float, tuple[str, ...]]] = []  # (end, chain) of the frames open now
+        for ts, neg_dur, module in items:
+            while stack and stack[-1][0] <= ts:  # it returned before this frame: not around it
+                end = stack.pop()[0]
+                points.append(end)
+                chains.append(stack[-1][1] if stack else ())
+            end = ts - neg_dur
+            if stack:  # a frame that outlasts its caller's (a clock's rounding) ends with it: the points stay sorted
+                end = min(end, stack[-1][0])
+            stack.append((end, (stack[-1][1] if stack else ()) + (module,)))
+            points.append(ts)
+            chains.append(stack[-1][1])
+        while stack:
+            end = stack.pop()[0]
+            points.append(end)
+            chains.append(stack[-1][1] if stack else ())
+        timelines[lane] = (points, chains)
+    for boxes in (ops, runtime):
+        for box in boxes:
+            timeline = timelines.get((box.pid, box.tid))
+            if timeline is not None:
+                # the last instant at or before the box's start: a frame that starts with the box holds it, one
+                # that ends as it starts does not
+                i = bisect.bisect_right(timeline[0], box.ts) - 1
+                if i >= 0:
+                    box.modules = timeline[1][i]
+    return typed
+
+
+def _link(runtime: list[RuntimeCall], gpu: list[GpuWork], flow_start: dict, flow_end: dict) -> set[int]:
+    """Set each piece of GPU work's `launch`, its runtime call: by correlation id, else by the ac2g arrow.
+
+    Returns the ids of the work whose launch the trace names (a correlation id, an arrow) but does not hold: work
+    launched before the profiler recorded the CPU, such as the warmup step's, which can run well into the first
+    recorded step when the GPU is behind (Part 3's math attention: 8 kernels, into ProfilerStep#4).
+    """
+    by_corr = {call.correlation: call for call in runtime if call.correlation is not None}
+    by_place = None
+    unrecorded: set[int] = set()
+    for work in gpu:
+        call = by_corr.get(work.correlation) if work.correlation is not None else None
+        flow_id = None
+        if call is None and flow_end:
+            flow_id = flow_end.get((work.pid, work.tid, work.ts))
+            place = flow_start.get(flow_id) if flow_id is not None else None
+            if place is not None:
+                if by_place is None:
+                    by_place = {(c.pid, c.tid, c.ts): c for c in runtime}
+                call = by_place.get((place[0], place[1], float(place[2])))
+        work.launch = call
+        if call is None and (work.correlation is not None or flow_id is not None):
+            unrecorded.add(id(work))
+    return unrecorded
+
+
+def _self_cpu_total(boxes: list[tuple[Any, Any, float, float, bool]]) -> float:
+    """The table's "Self CPU time total": the self times of the CPU boxes (pid, tid, ts, dur, counted).
+
+    A box's self time is its duration less its children's. We nest the boxes as torch does
+    (`EventList._populate_cpu_children`): a box is the child of the innermost open box on its thread that
+    holds it whole; one that only overlaps is nobody's child. Python frames (with_stack=True) take part in
+    the nesting, so an op's Python children come off its self time, but `key_averages()` leaves the frames
+    out of its rows and so of the total: those boxes come with counted=False. Times are compared in whole
+    ns, as torch does: the trace's timestamps are µs with three decimals.
+    """
+    threads: dict[tuple, list[tuple[int, int, int]]] = defaultdict(list)
+    counts: list[bool] = []
+    for i, (pid, tid, ts, dur, counted) in enumerate(boxes):
+        start = round(ts * 1000)
+        # (start, -end, index): sorted as plain tuples, outer boxes first, ties in the order the boxes came
+        threads[(pid, tid)].append((start, -start - round(dur * 1000), i))
+        counts.append(counted)
+    total_ns = 0
+    for spans in threads.values():
+        spans.sort()
+        stack: list[tuple[int, bool]] = []  # (end, counted) of the open boxes
+        for start, neg_end, i in spans:
+            end = -neg_end
+            while stack and (start >= stack[-1][0] or end > stack[-1][0]):
+                stack.pop()
+            counted = counts[i]
+            if counted:
+                total_ns += end - start
+            if stack and stack[-1][1]:  # the parent's self time loses this child's whole duration
+                total_ns -= end - start
+            stack.append((end, counted))
+    return total_ns / 1000
+
+
+def _step_at(steps: list[Step], starts: list[float], ts: float) -> Step | None:
+    i = bisect.bisect_right(starts, ts) - 1
+    if i < 0:
+        return None
+    step = steps[i]
+    return step if ts <= step.ts + step.dur else None

@@ -1,0 +1,117 @@
+"""The verdicts a trace the posts never showed gets: a data-parallel rank that spends its GPU time in collectives, a
+trace with no CPU side, a window that holds a CUDA graph's capture, CUDA graph replays; and a trace without device
+properties still names a GPU. Each expectation is read off the trace itself (its kernels, its launch calls)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+from trace_report.kernels import COMMUNICATION, kind_of_kernel
+from trace_report.pace import COMMUNICATION_SHARE, verdict
+from trace_report.reader import read_trace
+from trace_report.report import main as trace_report
+from trace_report.timeline import busy_time
+
+WORLD = Path(__file__).resolve().parent / "fixtures" / "world"
+DDP_RANK = WORLD / "mi300x_resnet_ddp8_rank0_step16.json.gz"  # RCCL's all-reduce, waiting on seven other ranks
+GRAPHED = WORLD / "h100_vllm_tp4_rank0_cudagraph_58to96ms.json.gz"  # vLLM decode, CUDA graph replays
+BERT = WORLD / "h100_bert_suite.json.gz"
+
+
+def _rewritten(source: Path, target: Path, keep=lambda event: True, meta=lambda data: data) -> Path:
+    data = json.loads(gzip.open(source, "rt").read())
+    data["traceEvents"] = [e for e in data["traceEvents"] if keep(e)]
+    target.write_text(json.dumps(meta(data)))
+    return target
+
+
+def _collective_share(path: Path) -> float:
+    lane = read_trace(path).gpu_lane()
+    collectives = [w for w in lane if w.kind == "kernel" and kind_of_kernel(w.name, False, w.launched_by) == COMMUNICATION]
+    return busy_time(collectives) / busy_time(lane)
+
+
+def test_a_rank_that_waits_on_its_collectives_is_communication_bound(capsys):
+    share = _collective_share(DDP_RANK)
+    assert share >= COMMUNICATION_SHARE  # the trace's own collectives hold most of its GPU's busy time
+    judged = verdict(read_trace(DDP_RANK))
+    assert judged.kind == "communication-bound"
+    assert judged.communication_share == share
+    assert f"collectives run during {share:.0%} of the GPU's busy time" in judged.summary
+    assert "waiting for the other ranks" in judged.summary
+    assert trace_report([str(DDP_RANK)]) == 0
+    assert "verdict: communication-bound" in capsys.readouterr().out
+
+
+def test_without_device_properties_the_rank_still_has_a_gpu_and_the_same_verdict(tmp_path, capsys):
+    bare = _rewritten(DDP_RANK, tmp_path / "rank0.json", meta=lambda d: {k: v for k, v in d.items() if k != "deviceProperties"})
+    trace = read_trace(bare)
+    assert "gfx942" in trace.device and "inferred from kernel names" in trace.device  # Tensile's ISA942
+    assert verdict(trace).kind == "communication-bound"
+    assert trace_report([str(bare)]) == 0
+    out = capsys.readouterr().out
+    assert "no GPU in the trace" not in out and "gfx942" in out.splitlines()[0]
+
+
+def test_a_compute_trace_is_not_called_communication_bound():
+    judged = verdict(read_trace(BERT))  # one GPU, no collective
+    assert judged.kind in ("overhead-bound", "compute-bound") and not judged.communication_share
+
+
+def test_a_gpu_only_trace_is_judged_on_its_gpu_lane_alone(tmp_path, capsys):
+    gpu_cats = {"kernel", "gpu_memcpy", "gpu_memset"}
+    only = _rewritten(BERT, tmp_path / "gpu_only.json", keep=lambda e: str(e.get("cat", "")).lower() in gpu_cats)
+    trace = read_trace(only)
+    judged = verdict(trace)
+    assert judged.kind == "GPU only"
+    busy = busy_time(trace.gpu_lane())
+    assert judged.gpu_busy_us_per_step == busy / len(trace.steps)
+    assert "no CPU ops or launch calls" in judged.summary and "launch" not in judged.summary.split(". ", 1)[1]
+    assert trace_report([str(only)]) == 0
+    assert "GPU only" in capsys.readouterr().out
+
+
+def test_graph_replays_are_said_with_their_share_of_the_gpu_work():
+    trace = read_trace(GRAPHED)
+    lane = trace.gpu_lane()
+    graphed = sum(w.dur for w in lane if w.runtime is not None and "GraphLaunch" in w.runtime)
+    judged = verdict(trace)
+    assert graphed > 0 and judged.graph_share == graphed / trace.self_gpu_total_us
+    assert f"{judged.graph_share:.0%} of the GPU work ran in CUDA graph replays" in judged.summary
+
+
+def test_a_window_that_captures_a_graph_says_so_not_overhead_bound(tmp_path):
+    events = [{"ph": "X", "cat": "cpu_op", "name": "capture", "pid": 1, "tid": 1, "ts": 0.0, "dur": 1000.0, "args": {}},
+              {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamBeginCapture", "pid": 1, "tid": 1, "ts": 1.0,
+               "dur": 2.0, "args": {"correlation": 1}}]
+    for i in range(40):  # launches inside the capture queue no GPU work
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+                       "ts": 10.0 + 20 * i, "dur": 15.0, "args": {"correlation": 10 + i}})
+    events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamEndCapture", "pid": 1, "tid": 1, "ts": 900.0,
+                   "dur": 5.0, "args": {"correlation": 2}})
+    events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaMemsetAsync", "pid": 1, "tid": 1, "ts": 950.0,
+                   "dur": 3.0, "args": {"correlation": 3}})
+    events.append({"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)", "pid": 0, "tid": 7, "ts": 960.0,
+                   "dur": 1.0, "args": {"correlation": 3}})
+    path = tmp_path / "capture.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    judged = verdict(read_trace(path))
+    assert judged.kind == "CUDA graph capture"
+    assert "cudaStreamBeginCapture ×1" in judged.summary and "queue no GPU work" in judged.summary
+    launches = [e for e in events if e["name"] == "cudaLaunchKernel"]
+    assert sum(e["dur"] for e in launches) > 10 * 1.0  # without the capture it would read overhead-bound
+
+
+def test_collectives_hidden_behind_compute_do_not_make_a_rank_communication_bound():
+    """Lesson 08's overlapped variant in a CUDA graph on 2 H100s: NCCL runs during most of the GPU's busy time, but
+    beside the next chunk's GEMMs; the pace is the compute's."""
+    path = Path(__file__).resolve().parent / "fixtures" / "h100x2" / "64_128_768_3072_tp2_overlap4_graph_eager_rank0.json.gz"
+    share = _collective_share(path)
+    assert share >= COMMUNICATION_SHARE
+    judged = verdict(read_trace(path))
+    assert judged.kind != "communication-bound"
+    assert judged.exposed_communication_share < COMMUNICATION_SHARE <= judged.communication_share
+    assert "they are hidden, not setting the pace" in judged.summary
+    assert verdict(read_trace(DDP_RANK)).exposed_communication_share >= COMMUNICATION_SHARE  # RCCL waiting, alone
