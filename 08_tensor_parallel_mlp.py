@@ -141,7 +141,7 @@ def require_valid(args, ranks):
 
 
 def expectations(variant, args, eager_dtensor_trace, on_gpu, plain_trace):
-    """What each variant's trace shows on every rank (read by traces/communication.py)."""
+    """What each variant's trace shows on every rank (read by trace_report/communication.py)."""
     checks = [ex.profiler_steps()]
     if variant == "seqpar":
         # gloo has no reduce-scatter of its own: it all-reduces the whole of y and each rank keeps its rows.

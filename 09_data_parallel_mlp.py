@@ -118,7 +118,7 @@ def file_tag(args, strategy, world):
 
 
 def expectations(strategy, args, model):
-    """What each strategy's trace shows on every rank (read by traces/attribution.py)."""
+    """What each strategy's trace shows on every rank (read by trace_report/attribution.py)."""
     checks = [ex.profiler_steps(), ex.labels_per_step(FORWARD, BACKWARD, OPTIMIZER)]
     if strategy == "ddp":
         buckets = data.ddp_buckets(model)

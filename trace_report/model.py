@@ -1,4 +1,4 @@
-"""What a torch.profiler trace holds, once read: the data model every other module of `traces` reads.
+"""What a torch.profiler trace holds, once read: the data model every other module of trace_report reads.
 
 A Chrome trace is a flat list of events. Four kinds matter here,
 

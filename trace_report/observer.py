@@ -20,7 +20,7 @@ disagree (`ObserverEffect`). A trace without them (anyone's) still says what it 
 overhead-bound, what those options typically cost and whether the verdict would likely survive without them
 (`profiler_costs.estimate`).
 
-No torch here (like the rest of `traces`).
+No torch here (like the rest of trace_report).
 """
 
 from __future__ import annotations

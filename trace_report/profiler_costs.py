@@ -13,7 +13,7 @@ them in this form). `estimate(...)` divides a trace's CPU issue time by the meas
 with the same options (or, failing those, with fewest fewer: a lower bound on the cost), and weighs the result against
 the trace's GPU busy time.
 
-No torch here (like the rest of `traces`).
+No torch here (like the rest of trace_report).
 """
 
 from __future__ import annotations

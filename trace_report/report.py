@@ -14,10 +14,10 @@ its duration and share of the step's GPU time; the runtime calls; the CPU ops th
 Then what happened outside the steps (the profiler's closing synchronize), one row per kernel across steps
 (the post's "avg CUDA" table), what each kernel's name says, and a verdict: overhead-bound or compute-bound,
 with the numbers behind it, starting from the two totals under `prof.key_averages().table()`, and what the profiler
-changed (traces/observer.py): the step timed without it where the trace holds that timing (the lessons write it),
+changed (trace_report/observer.py): the step timed without it where the trace holds that timing (the lessons write it),
 else what the trace was recorded with and, for an overhead-bound verdict, whether it would likely survive without the
 profiler. In a trace recorded with profile_memory=True, where the memory goes: per device the peak, when, and the ops
-that allocated what was live then (memory.py). Last, where fusion would pay (traces/fusion.py), in a trace recorded with shapes; with two traces, what the
+that allocated what was live then (memory.py). Last, where fusion would pay (trace_report/fusion.py), in a trace recorded with shapes; with two traces, what the
 second fused.
 """
 
@@ -94,11 +94,11 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--kernels", action="store_true",
                         help="always print the post's avg CUDA table and what each kernel's name says (by default "
                         "only when the steps are printed one by one: the summary's top kernels stand for them)")
-    # --- CUDA graphs (traces/graphs.py) ---
+    # --- CUDA graphs (trace_report/graphs.py) ---
     parser.add_argument("--graph_kernels", action="store_true",
                         help="with CUDA graph replays: list each replay's kernels under its row")
     # --- end CUDA graphs ---
-    # --- where fusion would pay (traces/fusion.py) ---
+    # --- where fusion would pay (trace_report/fusion.py) ---
     parser.add_argument("--bandwidth", type=fusion.bandwidth_flag, default=None, metavar="GB/s",
                         help="the GPU's memory bandwidth for 'Where fusion would pay' (default: the nominal peak of "
                         "the GPU the trace names, when known)")

@@ -77,7 +77,7 @@ KERNEL_FILE = "kernel_file"  # an Inductor kernel's source, an absolute path in 
 
 def export_trace(prof: profile, path: Path, trace_name: str, first: dict[str, Any] | None = None) -> None:
     """Write the Chrome trace whole or not at all, with `trace_name` in place of the path Kineto puts there, and the
-    top-level keys of `first` (the step timed without the profiler: traces/observer.py) before all of Kineto's, where
+    top-level keys of `first` (the step timed without the profiler: trace_report/observer.py) before all of Kineto's, where
     a reader finds them in the file's first bytes without parsing its events.
 
     Kineto stores the absolute export path in `traceName`, and torch 2.11 gives each Inductor kernel's launch its

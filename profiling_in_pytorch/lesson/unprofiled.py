@@ -3,7 +3,7 @@
 The profiler adds CPU time to every op it records, so the profiled step is not the step the code runs. Measured on an
 H100 (torch 2.11): the llama-1b preset at batch 4 × 256, eager, 9.8 ms a forward unprofiled and 22.7 ms under the
 lessons' profiler with record_shapes. `time_unprofiled(step, run)` gives the three figures a verdict weighs
-(traces/observer.py says what each is), medians, within a time budget:
+(trace_report/observer.py says what each is), medians, within a time budget:
 
     on a GPU   1. one step, unseen: compiles, allocates, tunes (none of it timed)
                2. held steps: the GPU spins (`torch.cuda._sleep`) while the CPU issues one step, so that the step's

@@ -1,4 +1,4 @@
-"""Where fusion would pay (traces/fusion.py): known answers on small traces written here, then the post's MLP on the
+"""Where fusion would pay (trace_report/fusion.py): known answers on small traces written here, then the post's MLP on the
 H200.
 
 Each small trace is a list of ops per step, each op launching one kernel on a stream; the expected bytes are worked out

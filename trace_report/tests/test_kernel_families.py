@@ -1,4 +1,4 @@
-"""Kernel names of every vendor and library, spelled as real traces spell them, and what `traces/kernels/` reads from
+"""Kernel names of every vendor and library, spelled as real traces spell them, and what `trace_report/kernels/` reads from
 each: the family that generated it, whether it is a GEMM, the kind of work (`kind_of_kernel`), and the details a reader
 checks (dtype, tile, arch, layout, pass).
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 TRACES = Path(__file__).resolve().parent.parent
 PACKAGE = "trace_report"
-# What the readers stand on: none of these imports a module of `traces` outside this set.
+# What the readers stand on: none of these imports a module of trace_report outside this set.
 FOUNDATION = {"model", "source", "timeline", "kernels", "errors"}  # and every module of the kernels package
 
 
 def traces_imports() -> dict[str, set[str]]:
-    """Module of `traces` (`model`, `checks.kernels`, ...) -> the modules of `traces` it imports."""
+    """Module of trace_report (`model`, `kernels.name`, ...) -> the modules of trace_report it imports."""
     modules = {
         ".".join(path.relative_to(TRACES).with_suffix("").parts).removesuffix(".__init__").removesuffix("__init__"): path
         for path in TRACES.rglob("*.py") if "tests" not in path.relative_to(TRACES).parts
