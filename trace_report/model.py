@@ -62,6 +62,8 @@ class CpuOp:
     # "LlamaDecoderLayer", "LlamaMLP", "Linear"). Kept apart from `path` so that the ops' boxes, tables and checks
     # read the same with or without stacks; empty when the trace has none (or names its modules with ranges).
     modules: tuple[str, ...] = ()
+    # c10d's `record_param_comms` only: the args that say the collective's message (reader.COMM_ARGS)
+    comm_args: dict | None = None
 
 
 @dataclass(slots=True)
@@ -106,6 +108,9 @@ class GpuWork:
     grid: tuple | None = None  # the launch's grid and block dimensions
     block: tuple | None = None
     occupancy: float | None = None  # CUPTI's "est. achieved occupancy %" (0 where it cannot estimate it)
+    # What a collective's kernel or copy says of its message: c10d's args, which Kineto copies onto the NCCL kernel
+    # it launched (`In msg nelems`, `dtype`, `Group size`, ...), or a memcpy's `bytes`; None for other work
+    comm_args: dict | None = None
 
     @property
     def end(self) -> float:

@@ -51,6 +51,11 @@ GPU_KINDS = {
     "gpu_memcpy": "memcpy",
     "memcpy": "memcpy",
 }
+# What c10d's `record_param_comms` records of a collective's message, and Kineto copies onto the NCCL kernel it
+# launched (torch 2.1 on; before, on the op alone); "bytes" is a memcpy's, for the copy engine's collectives.
+COMM_ARGS = ("Collective name", "In msg nelems", "Out msg nelems", "dtype", "Group size", "Process Group Name",
+             "bytes")
+COMM_OP = "record_param_comms"
 RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "runtime", "xpu_runtime", "privateuse1_runtime"}
 OP_CATS = {"cpu_op", "operator"}
 ANNOTATION_CATS = {"user_annotation"}
@@ -198,7 +203,8 @@ class _Collector:
                     types = tuple(self.names.setdefault(t, t) if type(t) is str else "" for t in types)
                 else:
                     types = ()
-                self.ops.append(CpuOp(name, ts, dur, pid, tid, input_dims=dims, input_types=types))
+                self.ops.append(CpuOp(name, ts, dur, pid, tid, input_dims=dims, input_types=types,
+                                      comm_args=_comm_args(args) if name == COMM_OP else None))
             elif kind == "label":
                 if name.startswith(STEP_PREFIX):
                     self.steps.append((name, ts, dur, pid, tid))
@@ -217,6 +223,7 @@ class _Collector:
                         grid=_dims3(args.get("grid")),
                         block=_dims3(args.get("block")),
                         occupancy=float(occupancy) if type(occupancy) in _NUMBER and math.isfinite(occupancy) else None,
+                        comm_args=_comm_args(args) if "In msg nelems" in args or "bytes" in args else None,
                     )
                 )
             else:
@@ -330,6 +337,11 @@ class _Collector:
             meta=meta,
             memory_events=self.memory,
         )
+
+
+def _comm_args(args: dict) -> dict | None:
+    found = {key: args[key] for key in COMM_ARGS if key in args}
+    return found or None
 
 
 def _dims3(value: Any) -> tuple | None:
