@@ -105,8 +105,7 @@ def decode_amd_library(name: str, core: str) -> KernelName | None:
     inner = re.match(r"(?:\w+::)*kentry<\d+, ((?:\w+::)*\w+)", core)
     base = base_function(inner.group(1)) if inner else base_function(core)
     work = kind_of_words(base) or kind_of_words(core[:200])
-    if family == "MIOpen" and not work:
-        work = CONVOLUTION
+    helper_work = CONVOLUTION if family == "MIOpen" and not work else ""  # the launching op first (KernelName)
     details: list[tuple[str, str]] = [("kernel", base)]
     igemm = re.match(r"igemm_(fwd|bwd|wrw)_\w*?_(nhwc|nchw)_(\w+?)_.*?bt(\d+x\d+x\d+)", core)
     if igemm:
@@ -116,7 +115,7 @@ def decode_amd_library(name: str, core: str) -> KernelName | None:
                     ("tile", tile)]
         base = f"igemm_{direction}_{layout}_{dtype}_bt{tile}"
     short = f"{_SHORT_FAMILY.get(family, family)} {base}" + ("<…>" if "<" in core and not igemm else "")
-    return KernelName(name, short, family, work == GEMM, (), tuple(details), work=work)
+    return KernelName(name, short, family, work == GEMM, (), tuple(details), work=work, helper_work=helper_work)
 
 
 _SHORT_FAMILY = {"Composable Kernel": "CK", "MIOpen": "MIOpen", "AITER": "AITER", "rocBLAS": "rocBLAS",

@@ -3,7 +3,9 @@
 `kind_of_kernel(name, in_optimizer, launched_by)` reads, in order: what the decoded name commits to (a family's
 decoder sets it), the ops the name lists, and last the op that launched it, for names that say nothing
 (`void (anonymous namespace)::elementwise_kernel_with_index<...>`; vLLM's `_C::fused_add_rms_norm` launches a
-normalization whatever its kernel is called). No torch here.
+normalization whatever its kernel is called). A library's helper kernel (KernelName.helper_work: cuDNN's
+`compute_dot_do_o_specialized`, run by `aten::_cudnn_attention_backward`) is its launching op's kind too; its
+library's usual kind only where that op says nothing. No torch here.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ def kind_of_kernel(name: str, in_optimizer: bool = False, launched_by: str | Non
         by_op = _kind_of_op(launched_by, False)
         if by_op != OTHER:
             return by_op
+    if decoded.helper_work:
+        return decoded.helper_work
     # A kernel of no known family, launched from no op that says (a Triton kernel a library wrote, `sage_fwd`,
     # `kernel_unified_attention_2d`): its name's words, as for the libraries' kernels.
     return kind_of_words(decoded.short.split("<", 1)[0]) or kind_of_words(decoded.name.split("<", 1)[0]) or OTHER

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from trace_report.kernels.kinds import CONVOLUTION, kind_of_words
+from trace_report.kernels.kinds import CONVOLUTION, ELEMENTWISE, kind_of_words
 from trace_report.kernels.name import ARCH_BY_FAMILY, DTYPES, KernelName, arch_label, base_function
 
 
@@ -67,13 +67,14 @@ CUDNN_WHAT = [
     (r"bn_bw|batchnorm_bwtr", "batch norm, backward"),
     (r"nchwToNhwc", "layout transform NCHW -> NHWC"),
     (r"nhwcToNchw", "layout transform NHWC -> NCHW"),
+    (r"tensorTransform", "tensor transform (a layout copy)"),
     (r"winograd", "Winograd convolution"),
     (r"fft", "FFT convolution"),
     (r"wgrad", "convolution, weight gradient"),
     (r"dgrad", "convolution, data gradient"),
     (r"[Oo]ffsets[Kk]ernel", "convolution: index precomputation"),
     (r"init_device_workspace|workspace", "clears a workspace (a memset)"),
-    (r"convolve|conv", "convolution"),
+    (r"convolve|conv(?!ert)", "convolution"),
     (r"scalePackedTensor|scale", "scale a tensor (elementwise)"),
 ]
 
@@ -123,8 +124,15 @@ def decode_cudnn(name: str, core: str) -> KernelName | None:
         short = f"cuDNN CUTLASS implicit-GEMM conv {direction}".rstrip()
         return KernelName(name, short, "cuDNN (CUTLASS)", False, ("convolution",), (("what", what),), work=CONVOLUTION)
     what = next((text for pattern, text in CUDNN_WHAT if re.search(pattern, core)), "")
-    work = kind_of_words(what or base) or CONVOLUTION
     dtype = re.search(r"<(float|double|__half|half|__nv_bfloat16|c10::Half|c10::BFloat16)\b", core)
     details = [("what", what or base)] + ([("dtype", C_TYPES[dtype.group(1)])] if dtype else [])
     short = base + ("<…>" if "<" in core else "")
-    return KernelName(name, short, "cuDNN", False, (), tuple(details), work=work)
+    if what:
+        return KernelName(name, short, "cuDNN", False, (), tuple(details), work=kind_of_words(what) or CONVOLUTION)
+    # A helper: its name's words commit when they say what it does to memory (`nhwcAddPaddingKernel` a copy,
+    # `im2col4d_kernel` a convolution's); when they say nothing (`cudnn::fusion::compute_dot_do_o_specialized`) or
+    # only a cast or a scale (`convert_dq_to_16bits`), both of its SDPA backward, the op that launched it decides.
+    words = kind_of_words(base)
+    if words and words != ELEMENTWISE:
+        return KernelName(name, short, "cuDNN", False, (), tuple(details), work=words)
+    return KernelName(name, short, "cuDNN", False, (), tuple(details), helper_work=words or CONVOLUTION)

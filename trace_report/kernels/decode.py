@@ -76,7 +76,8 @@ def _fitted(decoded: KernelName, name: str) -> KernelName:
         short = short[: SHORT_LIMIT - 1] + "…"
     if short == decoded.short and name == decoded.name:
         return decoded
-    return KernelName(name, short, decoded.family, decoded.is_gemm, decoded.ops, decoded.details, decoded.work)
+    return KernelName(name, short, decoded.family, decoded.is_gemm, decoded.ops, decoded.details, decoded.work,
+                      decoded.helper_work)
 
 
 def short_name(name: str) -> str:

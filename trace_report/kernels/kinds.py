@@ -34,7 +34,7 @@ OP_KINDS = [
     (r"^(mm|addmm|bmm|baddbmm|matmul|linear|_addmm_activation|addbmm|addmv|mv|dot|einsum|_scaled_mm|_scaled_grouped_mm"
      r"|_grouped_mm|_int_mm|gemm|gemv|\w*_gemm|\w*scaled_mm|cutlass_scaled_mm\w*|moe_wna16_gemm|fused_experts\w*)$", GEMM),
     (r"conv(?!ert)|cudnn_convolution|miopen_convolution", CONVOLUTION),
-    (r"attention|attn|sdpa|flash|fmha|paged_attention", ATTENTION),
+    (r"attention|attn|sdpa|flash|fmha|paged_attention|flex_decoding", ATTENTION),
     (r"(layer|rms|batch|group|instance)_?norm|norm_(fwd|bwd|forward|backward)", NORMALIZATION),
     (r"^(sort|argsort|topk|top_k|\w*topk\w*|\w*top_k\w*|msort|kthvalue|unique\w*|\w*moe_align\w*|\w*moe_sum\w*"
      r"|\w*routing\w*|\w*permute\w*_experts?|\w*gating\w*|moe_forward|\w*moe\w*)$", ROUTING),

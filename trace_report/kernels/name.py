@@ -68,6 +68,9 @@ class KernelName:
     details: (field, value) pairs for the decode column: arch, tile, dtype, layout, epilogue, ...
     work:    the kind of work the name commits to (kinds.KINDS: "convolution", "normalization", ...), or "" when
              the name alone leaves it to the ops it lists or to the op that launched it (`kinds.kind_of_kernel`).
+    helper_work: for a library's helper kernel, whose name says little (cuDNN's `compute_dot_do_o_specialized`
+             runs in its attention backward, `convert_dq_to_16bits` too): the kind its library mostly does, taken
+             only when the op that launched it does not say (`aten::_cudnn_attention_backward` says attention).
     """
 
     name: str
@@ -77,6 +80,7 @@ class KernelName:
     ops: tuple[str, ...] = ()
     details: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     work: str = ""
+    helper_work: str = ""
 
     @property
     def has_bias_epilogue(self) -> bool:

@@ -10,6 +10,12 @@ MULTI_WORD_OPS = {
     "_unsafe_view",
     "_unsafe_index",
     "_to_copy",
+    "flex_attention",  # Inductor's FlexAttention templates: `triton_tem_fused_flex_attention_backward_1`
+    "flex_attention_backward",
+    "flex_decoding",
+    "_grouped_mm",
+    "_scaled_grouped_mm",
+    "_int_mm",
     "_scaled_mm",  # Inductor names the FP8 GEMM whose inputs a fused cast kernel prepares
     "_softmax",
     "prepare_softmax_online",

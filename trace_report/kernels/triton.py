@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from trace_report.kernels.kinds import ATTENTION, CONVOLUTION, GEMM, kind_of_ops
 from trace_report.kernels.name import KernelName, is_gemm
 from trace_report.kernels.ops import split_fused_ops
 
@@ -57,8 +58,22 @@ def decode_inductor(name: str, core: str) -> KernelName | None:
     details: list[tuple[str, str]] = [("kind", kind)]
     if ops:
         details.append(("fuses", ", ".join(ops)))
-    gemm = is_gemm(core)
-    return KernelName(name, core, "Inductor (Triton)", gemm, ops, tuple(details))
+    if kind == "template":
+        work = template_work(ops)
+        return KernelName(name, core, "Inductor (Triton)", work == GEMM, ops, tuple(details), work=work)
+    return KernelName(name, core, "Inductor (Triton)", is_gemm(core), ops, tuple(details))
+
+
+def template_work(ops: tuple[str, ...]) -> str:
+    """What an Inductor template kernel (`triton_tem_fused_...`) does: the GEMM, convolution or attention it is a
+    template of, by the first op it names that is one (`flex_attention_backward`, `addmm`, `convolution`); the ops
+    after it are its epilogue. Inductor writes templates for matrix products and products like them only, so a
+    template naming none of them (`triton_tem_fused_0`) is a GEMM."""
+    for op in ops:
+        kind = kind_of_ops((op,))
+        if kind in (ATTENTION, CONVOLUTION, GEMM):
+            return kind
+    return GEMM
 
 
 # This suite's own Triton kernels (profiling_in_pytorch/mlp/triton_ops/): GEMMs with the GeGLU in the epilogue, named

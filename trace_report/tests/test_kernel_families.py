@@ -970,3 +970,58 @@ def test_misleading_words_give_the_right_kind(name, kind, family, gemm):
 def test_blackwell_sm103_and_an_empty_device_name_are_named():
     assert dict(decode("nvjet_sm103_tst_512x8_64x3_2x1_v_bz_NNT").details)["arch"] == "sm103 (Blackwell)"
     assert gpu_label({"name": "", "computeMajor": 9, "computeMinor": 0}, [], ["cudaLaunchKernel"]) == "an NVIDIA GPU (sm90)"
+
+
+# --- Inductor's templates and library helpers: the class of work, not a name's first words ------------------------
+# Inductor writes a template kernel (`triton_tem_fused_<ops>_<n>`) for a matrix product or one like it; the first op it
+# names that is one says which, the ops after it are its epilogue. A FlexAttention causal forward and backward under
+# torch.compile (H200, torch 2.11) ran `triton_tem_fused_flex_attention_0` and `..._backward_1`, 65% of its step.
+
+
+@pytest.mark.parametrize("name, kind", [
+    ("triton_tem_fused_flex_attention_0", ATTENTION),
+    ("triton_tem_fused_flex_attention_backward_1", ATTENTION),
+    ("triton_tem_fused_flex_decoding_2", ATTENTION),
+    ("triton_tem_fused_mm_3", GEMM),
+    ("triton_tem_fused_addmm_gelu_4", GEMM),  # the GELU is the epilogue
+    ("triton_tem_fused_bmm_5", GEMM),
+    ("triton_tem_fused__scaled_mm_6", GEMM),
+    ("triton_tem_fused_convolution_7", CONVOLUTION),
+    ("triton_tem_fused_convolution_relu_8", CONVOLUTION),
+    ("triton_tem_fused_9", GEMM),  # a template names no op: Inductor's templates are products
+    ("triton_poi_fused_addmm_gelu_10", ELEMENTWISE),  # a pointwise kernel after an addmm stays pointwise
+])
+def test_inductor_templates_by_the_product_they_fuse(name, kind):
+    decoded = decode(name)
+    assert decoded.inductor_kind == ("pointwise" if name.startswith("triton_poi_") else "template")
+    assert kind_of_kernel(name) == kind
+    assert kind_of_kernel(name, launched_by="aten::add") == kind  # the name commits: no op overrides it
+    assert decoded.is_gemm is (kind == GEMM)
+
+
+# cuDNN's SDPA backward (T5 fp16 AMP training, H200): helpers whose names say no work cuDNN is known for.
+CUDNN_SDPA_HELPERS = (
+    "void cudnn::fusion::compute_dot_do_o_specialized<__half, 128, 8>(cudnn::fusion::ComputeDotDoOParams)",
+    "void cudnn::fusion::convert_dq_to_16bits<__half, float>(float const*, __half*, long, long, long, long, long)",
+)
+
+
+@pytest.mark.parametrize("name", CUDNN_SDPA_HELPERS)
+def test_a_library_helper_is_the_kind_of_the_op_that_launched_it(name):
+    assert decode(name).family == "cuDNN" and not decode(name).work
+    assert kind_of_kernel(name, launched_by="aten::_cudnn_attention_backward") == ATTENTION
+    assert kind_of_kernel(name, launched_by="aten::cudnn_convolution") == CONVOLUTION
+    assert kind_of_kernel(name) == (ELEMENTWISE if "convert" in name else CONVOLUTION)  # no op: the library's kind
+
+
+@pytest.mark.parametrize("name, kind", [
+    # a helper whose words say what it does to memory keeps it, whichever op launched it
+    ("void cudnn::ops::nhwcAddPaddingKernel<__nv_bfloat16, float, 32, 8, false>(cudnn::ops::nhwcAddPaddingParams)",
+     COPY),
+    ("void cudnn::cnn::im2col4d_kernel<float, int>(cudnn::cnn::im2col4d_params, int, int, int, float const*)",
+     CONVOLUTION),
+    ("void cudnn::engines_precompiled::tensorTransformGeneric<float, float, float, true, false, false>(float const*)",
+     COPY),
+])
+def test_a_library_helper_that_names_its_work_keeps_it(name, kind):
+    assert kind_of_kernel(name, launched_by="aten::_cudnn_attention_backward") == kind
