@@ -27,7 +27,13 @@ the ops that do the arithmetic (`aten::mm`, `aten::gelu`, Inductor's `cpp_fused_
 collective adds to the step; the rest hides behind compute. An NCCL kernel starts when its GPU reaches it and ends
 once every rank has sent its share: on the rank that got there first its duration includes waiting for the others.
 Several ranks' traces (`read_ranks`) show that wait as skew: on one host the ranks share a clock, so the same
-collective's start on each rank can be compared.
+collective's start on each rank can be compared, and each kernel's time splits into its wait (before the last rank
+arrived) and its transfer (after).
+
+Each collective's bytes come from what c10d recorded of it (`record_param_comms`'s `In msg nelems`, `Out msg nelems`,
+`dtype`, `Group size`, which Kineto also copies onto the NCCL kernel it launched), a copy's from the memcpy's own
+`bytes`; a CUDA graph's replay records neither for its NCCL kernels (no op runs around them), so their bytes are
+unknown. From the bytes, nccl-tests' algbw and busbw (links.py: what they mean, and the link's peak they compare to).
 
 `communication(trace)` returns `None` for a trace without collectives. Nothing here imports torch.
 """
@@ -39,12 +45,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from rich import box
 from rich.markup import escape
 from rich.table import Table
 
 from trace_report.console import Console, clipped
 from trace_report.kernels.collectives import GENERIC_NOTE, NcclKernel, decode_nccl
 from trace_report.kernels.collectives import is_symmetric_memory_kernel
+from trace_report.links import DTYPE_BYTES, Link, bus_factor, gbps, link_of
 from trace_report.model import CpuOp, GpuWork, Trace, per_step_count
 from trace_report.timeline import uncovered, union
 
@@ -99,10 +107,39 @@ class Collective:
     exposed_us: float = 0.0
     nccl: NcclKernel | None = None
     work: GpuWork | None = None  # the NCCL kernel itself (its launch and the path of ops that launched it)
+    bytes: int | None = None  # the collective's whole buffer as nccl-tests counts it (links.py); None: not recorded
+    group_size: int | None = None  # the ranks taking part
+    # With every rank's trace (ranks.skew): how long this kernel ran before the last rank arrived, and after.
+    wait_us: float | None = None
+    transfer_us: float | None = None
 
     @property
     def end(self) -> float:
         return self.ts + self.dur
+
+    @property
+    def algbw_gbps(self) -> float | None:
+        """Bytes ÷ the kernel's (or copy's) whole duration, waiting for the other ranks included."""
+        return gbps(self.bytes, self.dur) if self.bytes is not None else None
+
+    @property
+    def busbw_gbps(self) -> float | None:
+        return _times(self.algbw_gbps, self.bus_factor)
+
+    @property
+    def transfer_busbw_gbps(self) -> float | None:
+        """busbw over the transfer alone, from the last rank's arrival to the end: the link's figure."""
+        if self.bytes is None or self.transfer_us is None:
+            return None
+        return _times(gbps(self.bytes, self.transfer_us), self.bus_factor)
+
+    @property
+    def bus_factor(self) -> float | None:
+        """busbw ÷ algbw. A copy-engine copy is one transfer from one peer: what crossed the link, factor 1; a copy
+        within one GPU crosses no link, none."""
+        if self.where == "gpu" and self.nccl is None:
+            return 1.0 if "PtoP" in self.name else None
+        return bus_factor(self.collective, self.group_size) if self.group_size else None
 
 
 @dataclass
@@ -121,16 +158,63 @@ class StepCommunication:
 
 
 @dataclass
+class KindRow:
+    """The collectives of one name and kind: how many, their mean time, and their bandwidth over the ones whose bytes
+    the trace says (bytes summed over time summed: a long collective weighs more, as on the link)."""
+
+    name: str
+    collective: str
+    what: str
+    count: int
+    mean_us: float
+    bytes: float | None  # mean, of those whose bytes are known
+    algbw_gbps: float | None
+    busbw_gbps: float | None
+    wait_us: float | None = None  # means over those matched on every rank (ranks.skew)
+    transfer_us: float | None = None
+    transfer_busbw_gbps: float | None = None
+
+    @classmethod
+    def of(cls, found: list[Collective]) -> "KindRow":
+        first, n = found[0], len(found)
+        sized = [c for c in found if c.bytes is not None]
+        on_bus = [c for c in sized if c.bus_factor is not None]
+        timed = [c for c in found if c.transfer_us is not None]
+        on_link = [c for c in on_bus if c.transfer_us is not None]
+        return cls(
+            first.name, first.collective, _what(first), n, sum(c.dur for c in found) / n,
+            sum(c.bytes for c in sized) / len(sized) if sized else None,
+            gbps(sum(c.bytes for c in sized), sum(c.dur for c in sized)) if sized else None,
+            gbps(sum(c.bytes * c.bus_factor for c in on_bus), sum(c.dur for c in on_bus)) if on_bus else None,
+            sum(c.wait_us for c in timed) / len(timed) if timed else None,
+            sum(c.transfer_us for c in timed) / len(timed) if timed else None,
+            gbps(sum(c.bytes * c.bus_factor for c in on_link), sum(c.transfer_us for c in on_link))
+            if on_link else None,
+        )
+
+
+@dataclass
 class Communication:
     """A trace's collectives, step by step."""
 
     trace: str
     where: str  # "gpu" (NCCL kernels), "cpu" (a backend's record functions) or "none" (only the ops that issued them)
     steps: list[StepCommunication]
+    gpu_name: str | None = None  # the device's name, for its link's peak
+
+    @property
+    def link(self) -> Link | None:
+        return link_of(self.gpu_name) if self.where == "gpu" else None
 
     @property
     def collectives(self) -> list[Collective]:
         return [c for s in self.steps for c in s.collectives]
+
+    @property
+    def group_size(self) -> int | None:
+        """The ranks most of its collectives ran among."""
+        sizes = Counter(c.group_size for c in self.collectives if c.group_size)
+        return sizes.most_common(1)[0][0] if sizes else None
 
     def per_step(self, collective: str | None = None) -> list[int]:
         return [s.count(collective) for s in self.steps]
@@ -155,17 +239,22 @@ class Communication:
     def kinds(self) -> list[tuple[str, str, int, float]]:
         """(name, what it is, count, mean µs) per distinct collective name and kind, in order of first appearance
         (one memcpy name serves async-TP's all-gather and its reduce-scatter: a row each)."""
-        rows: dict[tuple[str, str], list] = {}
+        return [(k.name, k.what, k.count, k.mean_us) for k in self.kind_rows()]
+
+    def kind_rows(self) -> list["KindRow"]:
+        """`kinds()` with their bytes and bandwidth: per distinct name and kind, in order of first appearance."""
+        rows: dict[tuple[str, str], list[Collective]] = {}
         for c in self.collectives:
-            row = rows.setdefault((c.name, c.collective), [c, 0, 0.0])
-            row[1] += 1
-            row[2] += c.dur
-        return [(name, _what(first), n, total / n) for (name, _), (first, n, total) in rows.items()]
+            rows.setdefault((c.name, c.collective), []).append(c)
+        return [KindRow.of(found) for found in rows.values()]
 
     def to_dict(self) -> dict:
         share = self.exposed_share
+        link = self.link
         return {
             "where": self.where,
+            "link": None if link is None else {"name": link.name, "total_gbps": link.total_gbps,
+                                               "per_direction_gbps": link.per_direction_gbps(self.group_size)},
             "comm_us_per_step": round(self.comm_us_per_step, 3),
             "exposed_us_per_step": round(self.exposed_us_per_step, 3),
             "exposed_share": None if share is None else round(share, 4),
@@ -183,6 +272,7 @@ class Communication:
                             "dur_us": round(c.dur, 3),
                             "exposed_us": round(c.exposed_us, 3),
                             **(_nccl_fields(c.nccl) if c.nccl else {}),
+                            **_bandwidth_fields(c),
                         }
                         for c in s.collectives
                     ],
@@ -208,6 +298,9 @@ def communication(trace: Trace) -> Communication | None:
             decoded[name] = decode_nccl(name)
         return decoded[name]
 
+    world = distributed_info(trace.meta).get("world_size")
+    world = world if isinstance(world, int) and world > 0 else None
+    gpu_name = trace.device_properties.get("name") if isinstance(trace.device_properties.get("name"), str) else None
     lane = trace.gpu_lane()
     nccl = [(w, nccl_of(w.name)) for w in lane if w.kind == "kernel"]
     symmetric = {id(w): kind for w in lane if (kind := symmetric_memory_collective(w)) is not None}
@@ -217,13 +310,14 @@ def communication(trace: Trace) -> Communication | None:
         for step, asked in zip(trace.steps, issued):
             found = [
                 Collective("gpu", kernel.name, kernel.collective or _launching_collective(w), w.ts, w.dur, step.name,
-                           nccl=kernel, work=w)
+                           nccl=kernel, work=w, bytes=message_bytes(_message(w)), group_size=_group(w, world))
                 for w in step.gpu if w.kind == "kernel" and (kernel := nccl_of(w.name)) is not None
             ]
-            found += [Collective("gpu", w.name, symmetric[id(w)], w.ts, w.dur, step.name, work=w)
+            found += [Collective("gpu", w.name, symmetric[id(w)], w.ts, w.dur, step.name, work=w,
+                                 bytes=_copied(w), group_size=world)
                       for w in step.gpu if id(w) in symmetric]
             steps.append(_step(step.name, step.ts, found, asked, compute))
-        return Communication(trace.name, "gpu", steps)
+        return Communication(trace.name, "gpu", steps, gpu_name)
     labels = [[op for op in step.ops if op.is_label and BACKEND_LABEL.match(op.name)] for step in trace.steps]
     if any(labels):
         ops = [op for step in trace.steps for op in step.ops] + trace.ops_outside_steps
@@ -275,6 +369,44 @@ def symmetric_memory_collective(work: GpuWork) -> str | None:
         if (said := COLLECTIVE_IN_NAME.search(name)) is not None:
             return _OP_COLLECTIVES[said[0].lower()]
     return PEER_COPY if "PtoP" in work.name else None
+
+
+# --- a collective's bytes ----------------------------------------------------------------------------------------
+
+
+def message_bytes(args: dict | None) -> int | None:
+    """A collective's bytes as nccl-tests counts them, from c10d's record of it: the larger of its input and output
+    element counts (an all-gather's output holds every rank's piece, a reduce-scatter's input does; an all-reduce's
+    are equal) times the dtype's size. None where the args do not say both."""
+    if not args:
+        return None
+    counts = [n for key in ("In msg nelems", "Out msg nelems") if type(n := args.get(key)) is int and n >= 0]
+    size = DTYPE_BYTES.get(args.get("dtype"))
+    return max(counts) * size if counts and size else None
+
+
+def _message(work: GpuWork) -> dict | None:
+    """The NCCL kernel's own record of its message, else that of the `record_param_comms` op that launched it (before
+    torch 2.1 Kineto copied nothing onto the kernel)."""
+    if work.comm_args and "In msg nelems" in work.comm_args:
+        return work.comm_args
+    launcher = work.launch.launcher if work.launch is not None else None
+    return launcher.comm_args if launcher is not None else None
+
+
+def _group(work: GpuWork, world: int | None) -> int | None:
+    size = (_message(work) or {}).get("Group size")
+    return size if type(size) is int and size > 0 else world
+
+
+def _copied(work: GpuWork) -> int | None:
+    """A copy's bytes, as the memcpy's record says them."""
+    size = (work.comm_args or {}).get("bytes") if work.kind == "memcpy" else None
+    return size if type(size) is int and size >= 0 else None
+
+
+def _times(value: float | None, factor: float | None) -> float | None:
+    return value * factor if value is not None and factor is not None else None
 
 
 def _step(name: str, ts: float, collectives: list[Collective], issued: Counter,
@@ -329,6 +461,19 @@ def _nccl_fields(kernel: NcclKernel) -> dict:
     return {"op": kernel.op, "dtype": kernel.dtype, "algorithm": kernel.algorithm, "protocol": kernel.protocol}
 
 
+def _bandwidth_fields(c: Collective) -> dict:
+    fields = {"bytes": c.bytes, "group_size": c.group_size, "algbw_gbps": _rounded(c.algbw_gbps),
+              "busbw_gbps": _rounded(c.busbw_gbps)}
+    if c.transfer_us is not None:
+        fields.update(wait_us=round(c.wait_us, 3), transfer_us=round(c.transfer_us, 3),
+                      transfer_busbw_gbps=_rounded(c.transfer_busbw_gbps))
+    return fields
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
 # --- a rank's trace: the metadata Kineto writes beside its events (Trace.meta) ----------------------------------
 
 
@@ -360,15 +505,27 @@ def print_communication(comm: Communication, console: Console, *, rows: int | No
         where = ("NCCL kernels" if nccl == {True} else "symmetric memory's copies and kernels" if nccl == {False} else
                  "NCCL kernels and symmetric memory's copies") + " on the GPU lane"
     console.print(f"[bold]Communication[/bold] ({where}; exposed: nothing else ran beside it)")
-    kinds = Table()
-    kinds.add_column("collective", overflow="fold")
-    kinds.add_column("/step", justify="right")
-    kinds.add_column("avg µs", justify="right")
-    kinds.add_column("what the name says", overflow="fold")
-    for name, what, n, mean in comm.kinds()[:rows]:
-        kinds.add_row(escape(name), per_step_count(n / len(comm.steps)), f"{mean:,.1f}",
-                      escape(clipped(what, max(20, console.width // 2 - 12), 3)))
+    shown = comm.kind_rows()[:rows]
+    sized = any(k.bytes is not None for k in shown)
+    kinds = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    kinds.add_column("collective", no_wrap=True)  # an identifier: never folded
+    kinds.add_column("/step", justify="right", no_wrap=True)
+    kinds.add_column("avg µs", justify="right", no_wrap=True)
+    if sized:
+        kinds.add_column("size", justify="right", no_wrap=True)
+        kinds.add_column("algbw GB/s", justify="right", no_wrap=True)
+        kinds.add_column("busbw GB/s", justify="right", no_wrap=True)
+    for k in shown:
+        cells = [escape(_short(k.name)), per_step_count(k.count / len(comm.steps)), f"{k.mean_us:,.1f}"]
+        if sized:
+            cells += [size_text(k.bytes), figure_text(k.algbw_gbps), figure_text(k.busbw_gbps)]
+        kinds.add_row(*cells)
     console.print(kinds)
+    for k in shown:  # below the table, not in a column: the table keeps its names whole in 100 columns
+        short = _short(k.name)
+        console.print(f"  {escape(short)}: {escape(clipped(k.what, 2 * console.width - len(short) - 6, 1))}")
+    if sized:
+        console.print(_bandwidth_note(comm, shown))
     steps = Table()
     steps.add_column("step")
     steps.add_column("collectives", justify="right")
@@ -390,3 +547,37 @@ def print_communication(comm: Communication, console: Console, *, rows: int | No
                "mostly hidden behind compute" if share < 0.25 else "partly hidden behind compute"),
         )
     console.print()
+
+
+def _bandwidth_note(comm: Communication, rows: list[KindRow]) -> str:
+    """What algbw and busbw are, and the best busbw against the link's peak where the GPU names its link."""
+    text = ("  size: the collective's bytes (nccl-tests' count); algbw: size ÷ the kernel's time, waiting for the "
+            "other ranks included; busbw: algbw × 2(n−1)/n for an all-reduce, (n−1)/n for an all-gather, "
+            "reduce-scatter or all-to-all, 1 for a broadcast or one copy over the link")
+    link, best = comm.link, max((k.busbw_gbps for k in rows if k.busbw_gbps is not None), default=None)
+    if link is not None and best is not None:
+        peak = link.per_direction_gbps(comm.group_size)
+        text += (f". {comm.gpu_name}'s link, {link.describe(comm.group_size)}: busbw compares with one direction; "
+                 f"the best here, {best:,.0f} GB/s, is {best / peak:.0%} of it")
+    return escape(text)
+
+
+def _short(name: str) -> str:
+    """A collective's name for a table cell: a symmetric-memory kernel's without `void`, template and arguments."""
+    if name.startswith("Memcpy") or "(" not in name:
+        return name
+    base = name.split("(", 1)[0].removeprefix("void ")
+    return re.sub(r"<.*>$", "", base)
+
+
+def size_text(nbytes: float | None) -> str:
+    if nbytes is None:
+        return "-"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:,.1f} {unit}"
+    return f"{nbytes:,.0f} B"
+
+
+def figure_text(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"

@@ -8,8 +8,11 @@ threads would take turns). What comes back from each process is small, the figur
 and collectives, 0.03 s and 1.6 MB). `keep_traces=True` (trace-report --json, which prints every event's figures)
 reads them here, one after the other.
 
-On one host the ranks share a clock, so the same collective's start on each rank can be compared. Nothing here
-imports torch.
+On one host the ranks share a clock, so the same collective's start on each rank can be compared. A collective's
+kernel on one rank then splits in two: its wait, from its start to the last rank's arrival (the skew, which a late
+rank causes), and its transfer, from that arrival to its end (what the link and the algorithm take). Its bandwidth
+over the transfer alone is the link's figure; over the whole kernel a late rank and a slow link look alike. Nothing
+here imports torch.
 """
 
 from __future__ import annotations
@@ -21,13 +24,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from rich import box
 from rich.markup import escape
 from rich.table import Table
 
 from trace_report.console import Console, clipped
 from trace_report.errors import UsageError
 from trace_report.attribution import rank_owner_rows
-from trace_report.communication import Communication, communication, distributed_info
+from trace_report.communication import Collective, Communication, KindRow, communication, distributed_info
+from trace_report.communication import figure_text, size_text
 from trace_report.kernels.collectives import decode_nccl
 from trace_report.model import Trace, per_step_count
 from trace_report.reader import read_trace
@@ -198,7 +203,8 @@ def _window(trace: Trace) -> tuple[float, float] | None:
 
 def skew(ranks: Sequence[RankTrace]) -> Skew | None:
     """Match each rank's collectives by (step, index) and compare their starts; None without any on every rank, or
-    when the ranks' windows do not overlap in time (then their clocks cannot be compared)."""
+    when the ranks' windows do not overlap in time (then their clocks cannot be compared). Each matched collective's
+    `wait_us` and `transfer_us` are set on the way (split_wait)."""
     if not windows_overlap(ranks):
         return None
     by_rank = [{(c.step, c.index): c for c in r.comm.collectives} if r.comm else {} for r in ranks]
@@ -209,6 +215,7 @@ def skew(ranks: Sequence[RankTrace]) -> Skew | None:
     for key in keys:
         starts = {r.rank: found[key].ts for r, found in zip(ranks, by_rank)}
         latest = max(starts.values())
+        split_wait([found[key] for found in by_rank], latest)
         spreads.append((latest - min(starts.values()), key))
         last[max(starts, key=starts.get)] += 1
         for rank, start in starts.items():
@@ -223,6 +230,14 @@ def skew(ranks: Sequence[RankTrace]) -> Skew | None:
         {r.rank: waits[r.rank] / steps for r in ranks},
         last,
     )
+
+
+def split_wait(matched: Sequence[Collective], arrival: float) -> None:
+    """One collective on every rank, the last of them started at `arrival`: each rank's kernel waited from its start
+    to then (no longer than it ran) and transferred from then to its end."""
+    for c in matched:
+        c.wait_us = min(c.dur, max(0.0, arrival - c.ts))
+        c.transfer_us = c.dur - c.wait_us
 
 
 @dataclass
@@ -390,7 +405,42 @@ def print_ranks(ranks: Sequence[RankTrace], console: Console) -> None:
                           soft_wrap=True)
             for reason in slow.reasons:
                 console.print(f"  {escape(reason)}", soft_wrap=True)
+        print_transfers(ranks, console)
     if len(hosts) > 1:
         console.print("[yellow]note:[/yellow] the traces come from different hosts, whose clocks differ: the skew "
                       "is not comparable", soft_wrap=True)
     console.print()
+
+
+def transfer_rows(ranks: Sequence[RankTrace]) -> list[tuple[int, KindRow]]:
+    """Per rank and collective kind, the collectives matched on every rank (their wait and transfer set by skew):
+    their mean kernel time, wait and transfer, and their busbw over each."""
+    rows = []
+    for r in ranks:
+        kinds: dict[str, list[Collective]] = {}
+        for c in (r.comm.collectives if r.comm else []):
+            if c.transfer_us is not None:
+                kinds.setdefault(c.collective, []).append(c)
+        rows += [(r.rank, KindRow.of(found)) for found in kinds.values()]
+    return rows
+
+
+def print_transfers(ranks: Sequence[RankTrace], console: Console) -> None:
+    """Each rank's collectives split into the wait for the last rank and the transfer after it."""
+    rows = transfer_rows(ranks)
+    if not rows:
+        return
+    table = Table(title="wait and transfer, per rank (means per collective)", box=box.SIMPLE_HEAD, pad_edge=False)
+    for name in ("rank", "collective"):
+        table.add_column(name, no_wrap=True)
+    for name in ("n", "size", "kernel µs", "wait µs", "transfer µs", "busbw GB/s", "on transfer"):
+        table.add_column(name, justify="right", no_wrap=True)
+    steps = max(1, max(r.figures.steps for r in ranks))
+    for rank, k in rows:
+        table.add_row(str(rank), k.collective, per_step_count(k.count / steps), size_text(k.bytes), f"{k.mean_us:,.1f}",
+                      f"{k.wait_us:,.1f}", f"{k.transfer_us:,.1f}", figure_text(k.busbw_gbps),
+                      figure_text(k.transfer_busbw_gbps))
+    console.print(table)
+    console.print("  n: per step; wait: the kernel ran before the last rank arrived; transfer: from then to its end; "
+                  "busbw over the whole kernel, and on transfer alone (the link's figure: a late rank does not lower "
+                  "it)", soft_wrap=False)

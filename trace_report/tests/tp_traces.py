@@ -28,11 +28,14 @@ CPU, COMPUTE_STREAM, NCCL_STREAM = {"pid": 1, "tid": 1}, {"pid": 0, "tid": 7}, {
 
 def simulated_tp_run(folder: Path, run: str = "64_128_768_3072_tp2_plain_eager", *, world: int = 2, chunks: int = 1,
                      overlap: bool = False, compute_us: float = 120.0, allreduce_us: float = 70.0, lag_us: float = 10.0,
-                     cpu_step_us: float = 300.0, nccl: str = NCCL_LL) -> list[Path]:
+                     cpu_step_us: float = 300.0, nccl: str = NCCL_LL, nelems: int | None = None,
+                     message_on_kernel: bool = True) -> list[Path]:
     """Each rank's trace of three profiled steps, `folder/<run>_rank<r>.json`.
 
     chunks, overlap: the forward in `chunks` pieces, each with its own all-reduce; with `overlap` the compute
     stream does not wait for a chunk's all-reduce (only for all of them at the step's end), as OverlappedGeGLUMLP.
+    nelems: each all-reduce's bf16 elements, in record_param_comms's args as c10d records them and, with
+    `message_on_kernel`, copied onto the NCCL kernel as Kineto does since torch 2.1; None: no message recorded.
     """
     paths = []
     for rank in range(world):
@@ -60,12 +63,16 @@ def simulated_tp_run(folder: Path, run: str = "64_128_768_3072_tp2_plain_eager",
                     cursor += launch_gap
                 corr += 1
                 box("cpu_op", "c10d::allreduce_", cursor, launch_gap - 1)
-                box("cpu_op", "record_param_comms", cursor + 0.25, launch_gap - 1.5)
+                message = {} if nelems is None else {
+                    "Collective name": "allreduce", "In msg nelems": nelems, "Out msg nelems": nelems,
+                    "Group size": world, "dtype": "BFloat16", "Process Group Name": "0"}
+                box("cpu_op", "record_param_comms", cursor + 0.25, launch_gap - 1.5, **message)
                 launch = cursor + launch_gap - 4
                 box("cuda_driver", "cuLaunchKernelEx", launch, 2.0, correlation=corr)
                 start = max(launch + 4 + offset, gpu_free, nccl_free)
                 end = start - offset + (world - 1) * lag_us + allreduce_us / chunks  # once the last rank joined
-                box("kernel", nccl, start, end - start, NCCL_STREAM, correlation=corr)
+                box("kernel", nccl, start, end - start, NCCL_STREAM, correlation=corr,
+                    **(message if message_on_kernel else {}))
                 nccl_free = end
                 if not overlap:
                     gpu_free = max(gpu_free, end)  # the compute stream waits for the all-reduce
