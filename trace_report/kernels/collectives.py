@@ -9,6 +9,12 @@ collectives, which reduce through peer GPUs' memory with no library at all.
 
 An NCCL kernel's time includes waiting for the other ranks: it starts when its GPU reaches it and ends when every rank
 has done its part, so a late rank makes everyone else's kernel long.
+
+From NCCL 2.19 a kernel's name says the algorithm and protocol it is specialized for, not always the work it ran: NCCL
+builds a few kernels and launches the one `best_kernel` picks for the collective and type (src/device/generate.py);
+work of another algorithm or protocol runs in it through NCCL's table of device functions. Lesson 08's 64 MiB
+all-reduce on 2 H100s ran in `ncclDevKernel_AllReduce_Sum_bf16_RING_LL` at 271 GB/s busbw, more than LL's 4 data
+bytes in 8 could carry over NVLink's 450 GB/s each way: its chunks went by another protocol.
 """
 
 from __future__ import annotations
