@@ -105,7 +105,8 @@ GROUPED_ROWS = 24  # more rows than this: the units of one kind and phase are su
 
 def rank_owner_rows(rank: int, trace: Trace, comm: Communication | None,
                     labels: tuple[str, ...] | None = None) -> list[dict]:
-    """One rank's collectives per kind, unit and phase: count, µs and exposed µs, each per step (means)."""
+    """One rank's collectives per kind, unit and phase: count, µs, exposed µs and bytes, each per step (means; bytes
+    None where a collective's size is not recorded: a CUDA graph's replay, gloo)."""
     if comm is None or comm.where == "none":
         return []
     rows: dict[tuple, dict] = {}
@@ -114,10 +115,13 @@ def rank_owner_rows(rank: int, trace: Trace, comm: Communication | None,
         for o in step:
             row = rows.setdefault((o.kind, o.unit, o.phase), {
                 "rank": rank, "collective": o.kind, "unit": o.unit, "phase": o.phase, "per_step": 0.0,
-                "us_per_step": 0.0, "exposed_us_per_step": 0.0})
+                "us_per_step": 0.0, "exposed_us_per_step": 0.0, "bytes_per_step": 0.0})
             row["per_step"] += 1 / steps
             row["us_per_step"] += o.collective.dur / steps
             row["exposed_us_per_step"] += o.collective.exposed_us / steps
+            nbytes = o.collective.bytes
+            row["bytes_per_step"] = None if nbytes is None or row["bytes_per_step"] is None else \
+                row["bytes_per_step"] + nbytes / steps
     return list(rows.values())
 
 
@@ -130,9 +134,12 @@ def owner_rows(ranks, *, group_units: bool | None = None) -> list[dict]:
     grouped: dict[tuple, dict] = {}
     for row in found:
         into = grouped.setdefault((row["rank"], row["collective"], row["phase"]), {
-            **row, "per_step": 0.0, "us_per_step": 0.0, "exposed_us_per_step": 0.0, "units": set()})
+            **row, "per_step": 0.0, "us_per_step": 0.0, "exposed_us_per_step": 0.0, "bytes_per_step": 0.0,
+            "units": set()})
         for name in ("per_step", "us_per_step", "exposed_us_per_step"):
             into[name] += row[name]
+        known = into["bytes_per_step"] is not None and row.get("bytes_per_step") is not None
+        into["bytes_per_step"] = into["bytes_per_step"] + row["bytes_per_step"] if known else None
         if row["unit"]:
             into["units"].add(row["unit"])
     for row in grouped.values():
@@ -148,6 +155,7 @@ def print_owners(ranks, console) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    from trace_report.communication import size_text
     from trace_report.model import per_step_count
 
     rows = owner_rows(ranks)
@@ -156,13 +164,15 @@ def print_owners(ranks, console) -> None:
     table = Table(title="per rank, per collective (means per step)", box=box.SIMPLE_HEAD, pad_edge=False)
     for name in ("rank", "collective", "unit", "phase"):
         table.add_column(name, no_wrap=True)
-    for name in ("/step", "µs", "exposed µs", "exposed"):
+    sized = any(row.get("bytes_per_step") for row in rows)
+    for name in ("/step", "µs", "exposed µs", "exposed", *(("size/step",) if sized else ())):
         table.add_column(name, justify="right", no_wrap=True)
     for row in sorted(rows, key=lambda row: row["rank"]):  # within a rank, in the order they were issued
         share = row["exposed_us_per_step"] / row["us_per_step"] if row["us_per_step"] > 0 else None
         table.add_row(str(row["rank"]), row["collective"], escape(row["unit"] or "-"), escape(row["phase"] or "-"),
                       per_step_count(row["per_step"]), f"{row['us_per_step']:,.0f}",
-                      f"{row['exposed_us_per_step']:,.0f}", "-" if share is None else f"{share:.0%}")
+                      f"{row['exposed_us_per_step']:,.0f}", "-" if share is None else f"{share:.0%}",
+                      *((size_text(row.get("bytes_per_step")),) if sized else ()))
     console.print(table)
     console.print("  unit: FSDP2's unit as its ranges name it; DDP's bucket by the order its reducer issues "
                   "them (bucket 0: the last layers' gradients); exposed: nothing else ran beside it", soft_wrap=True)

@@ -14,6 +14,7 @@ import pytest
 
 from trace_report import communication as comm
 from trace_report import ranks as rank_traces
+from trace_report.attribution import rank_owner_rows
 from trace_report.links import bus_factor, link_of
 from trace_report.reader import read_trace
 from trace_report.tests.support import FIXTURES, load_trace, run_report
@@ -225,3 +226,17 @@ def test_ranks_json_and_text_split_wait_from_transfer(four_ranks):
     assert "wait and transfer, per rank" in text.stdout
     row = next(line for line in text.stdout.splitlines() if line.split()[:2] == ["0", "AllReduce"])
     assert row.split() == ["0", "AllReduce", "1", "7.0", "MB", "100.0", "30.0", "70.0", "105.0", "150.0"]
+
+
+def test_each_ddp_bucket_with_its_bytes():
+    """HTA's A100 DDP trace (fixtures/world): each bucket's all-reduce with c10d's element count × 4 (fp32), in the
+    order the reducer issued them, counted from the raw kernels."""
+    path = FIXTURES / "world" / "a100_nccl_hta_step5.json.gz"
+    raw = sorted((e for e in load_trace(path)["traceEvents"] if e.get("cat") == "kernel"
+                  and e["name"].startswith("ncclKernel_AllReduce")), key=lambda e: e["ts"])
+    assert {e["args"]["dtype"] for e in raw} == {"Float"}
+    trace = read_trace(path)
+    rows = [row for row in rank_owner_rows(0, trace, comm.communication(trace)) if row["collective"] == "AllReduce"]
+    assert [row["unit"] for row in rows] == [f"bucket {i}" for i in range(5)]
+    assert [row["bytes_per_step"] for row in rows] == [e["args"]["In msg nelems"] * 4 for e in raw]
+    assert rows[1]["bytes_per_step"] == 31_502_336
