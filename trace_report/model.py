@@ -64,6 +64,9 @@ class CpuOp:
     modules: tuple[str, ...] = ()
     # c10d's `record_param_comms` only: the args that say the collective's message (reader.COMM_ARGS)
     comm_args: dict | None = None
+    # The recorded values of its scalar arguments ("Concrete Inputs": "True", "0.125", "[2, 2]"), kept for the ops
+    # whose FLOPs depend on them (attention's is_causal, a convolution's stride and padding: reader.CONCRETE_OPS).
+    concrete_inputs: tuple = ()
 
 
 @dataclass(slots=True)

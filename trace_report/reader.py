@@ -56,6 +56,9 @@ GPU_KINDS = {
 COMM_ARGS = ("Collective name", "In msg nelems", "Out msg nelems", "dtype", "Group size", "Process Group Name",
              "bytes")
 COMM_OP = "record_param_comms"
+# Ops whose FLOPs hang on a scalar argument (attention's is_causal, a convolution's stride, padding, dilation): their
+# "Concrete Inputs" are kept (flops/attention.py, flops/conv.py); every other op's are not, to keep the read lean.
+CONCRETE_OPS = re.compile(r"attention|conv")
 RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "runtime", "xpu_runtime", "privateuse1_runtime"}
 OP_CATS = {"cpu_op", "operator"}
 ANNOTATION_CATS = {"user_annotation"}
@@ -204,7 +207,8 @@ class _Collector:
                 else:
                     types = ()
                 self.ops.append(CpuOp(name, ts, dur, pid, tid, input_dims=dims, input_types=types,
-                                      comm_args=_comm_args(args) if name == COMM_OP else None))
+                                      comm_args=_comm_args(args) if name == COMM_OP else None,
+                                      concrete_inputs=_concrete(args) if CONCRETE_OPS.search(name) else ()))
             elif kind == "label":
                 if name.startswith(STEP_PREFIX):
                     self.steps.append((name, ts, dur, pid, tid))
@@ -337,6 +341,12 @@ class _Collector:
             meta=meta,
             memory_events=self.memory,
         )
+
+
+def _concrete(args: dict) -> tuple:
+    """An op's "Concrete Inputs" as a tuple of strings ("" where a value is not recorded); () without them."""
+    values = args.get("Concrete Inputs")
+    return tuple(v if type(v) is str else "" for v in values) if isinstance(values, list) else ()
 
 
 def _comm_args(args: dict) -> dict | None:
