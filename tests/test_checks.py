@@ -271,7 +271,7 @@ def test_check_trace_prints_marks_evidence_and_known_reasons():
 
 # --- P1-16: the CPU's cost of a compiled step against its eager twin ---------------------------------------------
 
-H200_01 = Path(__file__).resolve().parent / "fixtures" / "h200" / "traces" / "01_matmul_add"
+H200_01 = FIXTURES / "h200" / "traces" / "01_matmul_add"
 
 
 def _slowed_steps(events, names, extra_us):

@@ -1,5 +1,5 @@
 """Every claim of the posts (P1-01 … P2-19) is a lesson's expectation: checked here on the H200 traces the
-lessons wrote (tests/fixtures/h200/traces/, the lessons' own file names) and on CPU traces the lessons write
+lessons wrote (trace_report/tests/fixtures/h200/traces/, the lessons' own file names) and on CPU traces the lessons write
 now. A ✗ is allowed only where the hardware explains it, with that reason."""
 
 from __future__ import annotations

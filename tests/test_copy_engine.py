@@ -143,7 +143,7 @@ def test_sizes_the_blocks_cannot_take_are_refused():
         model.join(torch.randn(6, 8), transport=object())
 
 
-# --- the lesson's traces on 2 H100s (tests/fixtures/h100x2): 7B shape, 4 pieces -----------------------------------
+# --- the lesson's traces on 2 H100s (trace_report/tests/fixtures/h100x2): 7B shape, 4 pieces -----------------------------------
 
 H100X2 = FIXTURES / "h100x2"
 RUN = "16_512_4096_11008_tp2_{}_rank{}.json.gz"

@@ -1,6 +1,6 @@
 """Lesson 09 as a user runs it (torchrun, two CPU processes, gloo: DDP and FSDP2 in one launch), trace-report on its
 rank traces (collectives by bucket and unit, read one process per trace), and several ranks read together from
-lesson 08's real traces on 2 H100s (tests/fixtures/h100x2): the CUDA-graph pair compared on one clock, the
+lesson 08's real traces on 2 H100s (trace_report/tests/fixtures/h100x2): the CUDA-graph pair compared on one clock, the
 straggler named with its reason, the ranks drawn one above the other.
 """
 
@@ -182,7 +182,7 @@ def test_lesson_08s_cuda_graph_ranks_read_together_on_two_gpus(tmp_path):
 
 
 def test_ddp_buckets_on_a_real_gpu_trace():
-    """HTA's A100 DDP trace (tests/fixtures/world): NCCL kernels tied to their launches, two broadcasts of the
+    """HTA's A100 DDP trace (trace_report/tests/fixtures/world): NCCL kernels tied to their launches, two broadcasts of the
     buffers in the forward, then the gradient buckets' all-reduces in the backward, numbered in the order issued."""
     trace = read_trace(FIXTURES / "world" / "a100_nccl_hta_step5.json.gz")
     owned = attribution.owners(trace, communication(trace))[0]

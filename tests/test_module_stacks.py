@@ -4,7 +4,7 @@ each op and runtime call the chain of module types around it (`CpuOp.modules`), 
 them where the trace has no `nn.Module: X` ranges, and nothing else changes: the ops, their paths and tables, the
 labels and the Self CPU total read the same without the frames.
 
-The fixture, tests/fixtures/cpu/tiny-llama_with_stack_train.json.gz, is a real CPU trace: `record_fixture` below made
+The fixture, trace_report/tests/fixtures/cpu/tiny-llama_with_stack_train.json.gz, is a real CPU trace: `record_fixture` below made
 it (torch 2.15, transformers 5.24: a 2-layer LlamaForCausalLM of random weights, hidden 32, 8 tokens, a forward with
 labels and a backward per step, `with_stack=True`, schedule(wait=1, warmup=1, active=3)), then gzip -9. It is not
 run by the tests. `with_modules=True` alone writes no module events in eager mode (torch 2.15 records module

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import lesson_marks, requires_cuda, run_script
+from conftest import FIXTURES, lesson_marks, requires_cuda, run_script
 
 import profiling_in_pytorch.mlp.fused
 from profiling_in_pytorch import lesson
@@ -429,7 +429,7 @@ def test_every_variant_trains_on_a_gpu_and_each_miss_is_explained(gpu_runs, name
 
 # --- the same checks on real H200 traces (torch 2.11, CUDA 13, bf16, the post's shape) -------------------------
 
-H200_TRACES = Path(__file__).resolve().parent / "fixtures" / "h200" / "traces" / "06_train_mlp"
+H200_TRACES = FIXTURES / "h200" / "traces" / "06_train_mlp"
 H200_RUNS = {  # file: the flags that made it
     "64_128_768_3072_eager.json.gz": flags(),
     "64_128_768_3072_compile.json.gz": flags(compile=True),

@@ -1,7 +1,7 @@
 """Chrome traces of CUDA graph replays, written event by event in the shapes a real H200 trace has.
 
 No real trace of a replay is committed yet, so the tests build one: the fields are those of the fixtures under
-tests/fixtures/h200/ (torch 2.11): `cpu_op`, `user_annotation` and `cuda_runtime` boxes on the CPU thread, `kernel`
+trace_report/tests/fixtures/h200/ (torch 2.11): `cpu_op`, `user_annotation` and `cuda_runtime` boxes on the CPU thread, `kernel`
 and `gpu_memcpy` boxes on the GPU lane (pid 0, tid 7) with args `correlation` and `External id`, and `ac2g` flows
 from a runtime call (`s`) to its GPU work (`f`). A replay is one `cudaGraphLaunch` (cbid 311) whose kernels all
 carry its correlation id, each with its own `f` flow of that id: what CUPTI reports for the work of a graph launch.

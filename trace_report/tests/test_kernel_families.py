@@ -2,7 +2,7 @@
 each: the family that generated it, whether it is a GEMM, the kind of work (`kind_of_kernel`), and the details a reader
 checks (dtype, tile, arch, layout, pass).
 
-The names come from public traces other people's programs wrote (the sources of tests/fixtures/world/, see its
+The names come from public traces other people's programs wrote (the sources of trace_report/tests/fixtures/world/, see its
 README.md: AMD's TraceLens test traces, Holistic Trace Analysis' test data, PyTorch's kineto samples, vLLM and SGLang
 serving traces, DeepSeek's profile data), a few from this suite's own H200 fixtures; the comment above each says where.
 They are typed out here, not read from the traces, so that a test names what it checks. Every expectation is what the

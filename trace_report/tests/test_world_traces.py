@@ -1,7 +1,7 @@
 """The world's traces: torch.profiler (Kineto) traces that other people's programs wrote, on GPUs this suite never ran
 on (MI300X, MI210/MI250, B200, B300, H100, H800, A100, V100), read by `trace-report` as a user would read them.
 
-The files are in tests/fixtures/world/; its README.md says where each comes from, which GPU wrote it, what it shows and
+The files are in trace_report/tests/fixtures/world/; its README.md says where each comes from, which GPU wrote it, what it shows and
 how it was cut down. For each one: the GPU is named the way its vendor names it (AMD by gfx, NVIDIA by sm), the kernels
 of each family are the kind of work they do, at most a tenth of the GPU time is left as kind "other", every short name
 fits a table cell, and the report runs to the end. Expectations come from the trace itself where they can (its device
