@@ -551,14 +551,12 @@ def print_communication(comm: Communication, console: Console, *, rows: int | No
 
 def _bandwidth_note(comm: Communication, rows: list[KindRow]) -> str:
     """What algbw and busbw are, and the best busbw against the link's peak where the GPU names its link."""
-    text = ("  size: the collective's bytes (nccl-tests' count); algbw: size ÷ the kernel's time, waiting for the "
-            "other ranks included; busbw: algbw × 2(n−1)/n for an all-reduce, (n−1)/n for an all-gather, "
-            "reduce-scatter or all-to-all, 1 for a broadcast or one copy over the link")
+    text = ("  algbw: size ÷ kernel time, waits for other ranks included; busbw (nccl-tests): algbw × 2(n−1)/n for an "
+            "all-reduce, (n−1)/n for all-gather, reduce-scatter, all-to-all, 1 for broadcast or a peer copy")
     link, best = comm.link, max((k.busbw_gbps for k in rows if k.busbw_gbps is not None), default=None)
     if link is not None and best is not None:
         peak = link.per_direction_gbps(comm.group_size)
-        text += (f". {comm.gpu_name}'s link, {link.describe(comm.group_size)}: busbw compares with one direction; "
-                 f"the best here, {best:,.0f} GB/s, is {best / peak:.0%} of it")
+        text += f"; best {best:,.0f} GB/s, {best / peak:.0%} of {comm.gpu_name}'s {link.describe(comm.group_size)}"
     return escape(text)
 
 
