@@ -29,6 +29,7 @@ Each module holds one concern; imports go down this list, never up:
     source.py        the file as a stream of events (gzip or not; each chunk's whole events parsed at once)
     model.py         the data model: Trace, Step, Phase, CpuOp, RuntimeCall, GpuWork, KernelStat
     timeline.py      arithmetic on the GPU lane: busy time, gaps, the GPU waiting on launches
+    links.py         what a collective's GB/s mean: nccl-tests' algbw and busbw, the peak of the GPU's link
     kernels/         what a kernel's name says, any vendor's: library, ops, dtype, tile, kind of work (see kernels/__init__)
 
     cli.py, console.py, files.py, errors.py   flags, terminal width, whole-or-nothing writes, one-line errors:
