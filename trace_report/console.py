@@ -7,8 +7,11 @@ stops printing and lets `trace_report.errors.exits_cleanly` end the command with
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from rich.console import Console as RichConsole
+from rich.markup import escape
+from rich.table import Table
 
 
 class Console(RichConsole):
@@ -29,3 +32,145 @@ def clipped(text: str, width: int, lines: int = 2) -> str:
     its row at most."""
     room = width * lines
     return text if len(text) <= room else text[: room - 1] + "…"
+
+
+def table_room(console_width: int, columns: int) -> int:
+    """The characters a rich table of `columns` columns, in its default box, has for its cells' text at
+    `console_width`: each column costs a space either side and a border, the table one border more."""
+    return console_width - 1 - 3 * columns
+
+
+def fit_widths(room: int, wants: list[int], mins: list[int]) -> list[int]:
+    """Column widths that add up to at most `room`: each column's want (its longest cell) when all fit, else the
+    one with the most to spare above its min shrinks first, none below its min. A table printed with these widths is never cropped on the right."""
+    widths = list(wants)
+    excess = sum(widths) - room
+    while excess > 0:
+        i = max(range(len(widths)), key=lambda k: (widths[k] - mins[k], widths[k]))
+        if widths[i] <= mins[i]:
+            break  # every column at its least: the caller leaves one out
+        widths[i] -= 1
+        excess -= 1
+    return widths
+
+
+# Where an identifier may break across a cell's lines: after these, or before `<` and `(`.
+_BREAKS = ("::", "_", ".", ", ", " ", "/", "-")
+
+
+def folded(text: str, width: int, lines: int = 2) -> str:
+    """`text` in lines of at most `width` characters for a table cell, broken where a name has a seam (after `_`,
+    `::`, `.`, a space; before `<` and `(`), never inside a word (`aten::_grouped_m` / `m`); at most `lines` lines, an
+    ellipsis where it was cut. A piece longer than a line is cut where it must be."""
+    if len(text) <= width:
+        return text
+    pieces = _pieces(text)
+    out: list[str] = []
+    line = ""
+    for piece in pieces:
+        if len(line) + len(piece) <= width:
+            line += piece
+            continue
+        if line:
+            out.append(line)
+        while len(piece) > width:
+            out.append(piece[:width])
+            piece = piece[width:]
+        line = piece
+    if line:
+        out.append(line)
+    if len(out) > lines:
+        out = out[:lines]
+        out[-1] = out[-1][: width - 1].rstrip() + "…"
+    return "\n".join(part.rstrip() for part in out)
+
+
+def _pieces(text: str) -> list[str]:
+    pieces, start, i = [], 0, 0
+    while i < len(text):
+        if text[i] in "<(" and i > start:
+            pieces.append(text[start:i])
+            start = i
+        for seam in _BREAKS:
+            if text.startswith(seam, i):
+                i += len(seam)
+                pieces.append(text[start:i])
+                start = i
+                break
+        else:
+            i += 1
+    if start < len(text):
+        pieces.append(text[start:])
+    return pieces
+
+
+def op_label(name: str, width: int, lines: int = 2) -> str:
+    """An op's name for a `width`-character cell: whole where it fits one line; else without its namespace
+    (`aten::_grouped_mm` -> `_grouped_mm`) where that fits; else folded at its seams (`folded`)."""
+    if len(name) <= width:
+        return name
+    bare = name.rsplit("::", 1)[-1] if "::" in name and not name.startswith("#") else name
+    return bare if len(bare) <= width else folded(bare, width, lines)
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of a table that must fit the terminal (`fitted_table`).
+
+    least:    the fewest characters it may shrink to (0: its longest cell's, as numbers need)
+    most:     the most it takes however long its cells (None: its longest cell's)
+    fold:     how a cell too long for it breaks: "name" at a name's seams in up to 3 lines (`folded`), "op" an op's
+              name without its namespace or folded in 2 (`op_label`), "" where rich wraps words (prose)
+    lines:    the most lines a folded cell takes (a name cut to them ends in an ellipsis)
+    optional: left out, last first, when the table would not fit with it
+    """
+
+    header: str
+    least: int = 0
+    most: int | None = None
+    fold: str = ""
+    right: bool = False
+    optional: bool = False
+    lines: int = 3
+    style: str = ""
+
+
+def fitted_table(columns: list[Column], rows: list[list[str]], console_width: int, **table_options) -> Table:
+    """A rich table of `rows` (plain text, escaped here) as wide as its cells need and never wider than
+    `console_width`: each column within its least and most, the ones with most to spare narrowed first, optional
+    columns left out when the least widths do not fit, names broken at their seams, never inside a word."""
+    columns = list(columns)
+    rows = [list(row) for row in rows]
+    while True:
+        wants = [_want(column, [row[i] for row in rows]) for i, column in enumerate(columns)]
+        mins = [min(column.least, want) if column.least else want for column, want in zip(columns, wants)]
+        room = table_room(console_width, len(columns))
+        optional = [i for i, column in enumerate(columns) if column.optional]
+        if sum(mins) <= room or not optional:
+            break
+        drop = optional[-1]
+        columns.pop(drop)
+        for row in rows:
+            row.pop(drop)
+    widths = fit_widths(room, wants, mins)
+    table = Table(**table_options)
+    for column, width in zip(columns, widths):
+        table.add_column(column.header, justify="right" if column.right else "left", width=width, overflow="fold",
+                         style=column.style or None)
+    for row in rows:
+        table.add_row(*(escape(_fold(text, column, width)) for text, column, width in zip(row, columns, widths)))
+    return table
+
+
+def _want(column: Column, texts: list[str]) -> int:
+    longest = max([len(line) for text in texts for line in text.splitlines() or [""]], default=0)
+    header = len(column.header) if column.least == 0 or len(column.header) <= 8 else max(map(len, column.header.split()))
+    return min(column.most or 10**6, max(longest, header, 1))
+
+
+def _fold(text: str, column: Column, width: int) -> str:
+    if column.fold == "name":
+        return folded(text, width, column.lines)
+    if column.fold == "op":
+        return op_label(text, width, min(column.lines, 2))
+    return text

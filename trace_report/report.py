@@ -17,7 +17,7 @@ with the numbers behind it, starting from the two totals under `prof.key_average
 changed (trace_report/observer.py): the step timed without it where the trace holds that timing (the lessons write it),
 else what the trace was recorded with and, for an overhead-bound verdict, whether it would likely survive without the
 profiler. In a trace recorded with profile_memory=True, where the memory goes: per device the peak, when, and the ops
-that allocated what was live then (memory.py). Last, where fusion would pay (trace_report/fusion.py), in a trace recorded with shapes; with two traces, what the
+that allocated what was live then (memory.py). Each op by roofline (roofline.py), then where fusion would pay (trace_report/fusion.py), in a trace recorded with shapes; with two traces, what the
 second fused.
 """
 
@@ -37,7 +37,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from trace_report.cli import ArgumentParser, count_or_zero
-from trace_report.console import Console, clipped, name_width
+from trace_report.console import Column, Console, clipped, fitted_table
 from trace_report.errors import CannotRunHere, UsageError, exits_cleanly, note
 from trace_report.files import writable_file
 from trace_report.compare import TraceDiff, diff
@@ -45,12 +45,14 @@ from trace_report.compare_report import WIDTH as DIFF_WIDTH
 from trace_report.compare_report import print_comparison, print_fusion_line
 from trace_report.export import runtime_rows
 from trace_report.fusion_report import FUSION_BRIEF_ROWS, print_fusion
+from trace_report.roofline_report import ROOFLINE_BRIEF_ROWS, print_op_table
 from trace_report import communication as comm
 from trace_report import ranks as rank_traces
 from trace_report.api import Report
 from trace_report.attribution import print_owners
 from trace_report import fusion, graphs  # fusion candidates (fusion.py), CUDA graph replays (graphs.py)
-from trace_report.kernels import decode
+from trace_report import peaks, roofline  # the ops by roofline against the GPU's peaks
+from trace_report.kernels import decode, distinct_short_names
 from trace_report.memory import memory_peaks, print_memory
 from trace_report.model import Step, Trace, per_step_count
 from trace_report.observer import observe, print_observed
@@ -59,7 +61,7 @@ from trace_report.picture import choose_step, gpu_counts, picture_path, step_fla
 from trace_report.picture import write_ranks_picture
 from trace_report.reader import read_trace
 from trace_report.serve import PERFETTO_PORT, open_in_perfetto
-from trace_report.summary import KERNEL_NAME_MIN, print_summary, summarize
+from trace_report.summary import print_summary, summarize
 
 DEFAULT_STEPS = 3
 AUTO_STEPS = -1  # --steps not given: as many as fit STEP_LINES (auto_steps), up to DEFAULT_STEPS
@@ -103,6 +105,9 @@ def build_parser() -> ArgumentParser:
                         help="the GPU's memory bandwidth for 'Where fusion would pay' (default: the nominal peak of "
                         "the GPU the trace names, when known)")
     # --- end fusion ---
+    parser.add_argument("--peak", type=peaks.peak_flag, default=None, metavar="TFLOPS,TBPS",
+                        help="the GPU's peak compute and memory bandwidth for 'Ops by roofline' (default: the datasheet "
+                        "figures of the GPU the trace names, peaks.py)")
     parser.add_argument(
         "--steps",
         type=_steps_flag,
@@ -172,8 +177,9 @@ def _main(argv: Sequence[str] | None) -> int:
             note(f"{trace.path}: {trace.skipped_note}")
     rows = _rows(args.rows)
     if args.json:
-        payload = Report(first, args.bandwidth).to_json() if second is None else {
-            "traces": [Report(first, args.bandwidth).to_json(second), Report(second, args.bandwidth).to_json()],
+        payload = Report(first, args.bandwidth, args.peak).to_json() if second is None else {
+            "traces": [Report(first, args.bandwidth, args.peak).to_json(second),
+                       Report(second, args.bandwidth, args.peak).to_json()],
             "diff": diff(first, second).to_dict(),
         }
         # JSON has no NaN or Infinity: a value a trace could not give (a zero-length window) is null.
@@ -186,6 +192,7 @@ def _main(argv: Sequence[str] | None) -> int:
         print_report(first, console, full_names=args.full_names, steps=args.steps,
                      rows=BRIEF_ROWS if brief else rows, graph_kernels=args.graph_kernels, kernels=args.kernels,
                      fusion_found=found, fusion_rows=FUSION_BRIEF_ROWS if brief else rows,
+                     op_table=roofline.op_table(first, args.peak), op_rows=ROOFLINE_BRIEF_ROWS if brief else rows,
                      lines=BRIEF_LINES if brief else None)
         return 0
     console.width = min(console.width, DIFF_WIDTH)  # a diff fits 100 columns, its fusion section too
@@ -266,7 +273,8 @@ def _finite(value):
 def print_report(
     trace: Trace, console: Console, *, full_names: bool = False, steps: int | None = AUTO_STEPS, rows: int | None = DEFAULT_ROWS,
     graph_kernels: bool = False, kernels: bool = False, fusion_found: fusion.Fusion | None = None,
-    fusion_rows: int | None = None, lines: int | None = None,
+    fusion_rows: int | None = None, op_table: roofline.OpTable | None = None, op_rows: int | None = None,
+    lines: int | None = None,
 ) -> None:
     """The report of one trace: header and summary, then the sections below them in order. With `lines`, the sections
     that do not fit that many lines in all are left out, the least telling first (the per-kernel tables, the graph
@@ -306,6 +314,7 @@ def print_report(
         ("the verdict's numbers", lambda: print_verdict(trace, console, judged), 7),
         ("where the memory goes", lambda: print_memory(memory_peaks(trace), console, rows=rows), 6),
         ("what the profiler changed", lambda: print_observed(observed, console), 8),
+        ("the ops by roofline", lambda: print_op_table(op_table, console, rows=op_rows) if op_table else None, 7),
         ("where fusion would pay", lambda: print_fusion(fusion_found, console, rows=fusion_rows)
          if fusion_found is not None else None, 6),
     ]
@@ -385,20 +394,13 @@ def print_gpu_step(step: Step, console: Console, *, full_names: bool, rows: int 
         + (f" + {others}" if others else "")
     )
     console.print(f"[bold]{escape(title)}[/bold]")
-    table = Table()
-    table.add_column("#", justify="right", style="dim")
-    table.add_column("kind")
-    table.add_column("GPU work", overflow="fold", min_width=min(KERNEL_NAME_MIN, console.width // 3))
-    table.add_column("launched by", overflow="fold", max_width=20)
-    table.add_column("µs", justify="right")
-    table.add_column("share", justify="right")
     total = step.gpu_time_us
-    for i, work in enumerate(_head(step.gpu, rows), 1):
-        name = work.name if full_names else work.short_name
-        share = f"{work.dur / total:.0%}" if total else "-"
-        table.add_row(str(i), work.kind, escape(name), escape(clipped(work.launched_by or "-", 20)), f"{work.dur:,.1f}",
-                      share)
-    console.print(table)
+    cells = [[str(i), work.kind, work.name if full_names else work.short_name, work.launched_by or "-",
+              f"{work.dur:,.1f}", f"{work.dur / total:.0%}" if total else "-"] for i, work in enumerate(_head(step.gpu, rows), 1)]
+    console.print(fitted_table([Column("#", right=True, style="dim"), Column("kind"),
+                                Column("GPU work", least=24, fold="name", lines=99 if full_names else 3),
+                                Column("launched by", least=12, most=22, fold="op"), Column("µs", right=True),
+                                Column("share", right=True)], cells, console.width))
     _more(console, step.gpu, rows, "GPU work items")
     calls = runtime_rows(step.runtime)
     if calls:
@@ -429,15 +431,10 @@ def print_cpu_step(step: Step, console: Console, *, rows: int | None) -> None:
     if labels:
         title += " · labels: " + ", ".join(f"{n} ×{c}" if c > 1 else n for n, c in labels.items())
     console.print(f"[bold]{escape(title)}[/bold]")
-    table = Table()
-    table.add_column("CPU op", overflow="fold")
-    table.add_column("calls", justify="right")
-    table.add_column("CPU µs", justify="right")
-    table.add_column("self µs", justify="right")
     ordered = sorted(ops, key=lambda row: row["cpu_us"], reverse=True)
-    for row in _head(ordered, rows):
-        table.add_row(escape(row["name"]), str(row["count"]), f"{row['cpu_us']:,.1f}", f"{row['self_us']:,.1f}")
-    console.print(table)
+    cells = [[row["name"], str(row["count"]), f"{row['cpu_us']:,.1f}", f"{row['self_us']:,.1f}"] for row in _head(ordered, rows)]
+    console.print(fitted_table([Column("CPU op", least=24, fold="name", lines=4), Column("calls", right=True),
+                                Column("CPU µs", right=True), Column("self µs", right=True)], cells, console.width))
     _more(console, ordered, rows, "ops")
     console.print()
 
@@ -478,26 +475,15 @@ def print_kernel_stats(trace: Trace, console: Console, *, full_names: bool, rows
     n = len(trace.steps)
     grand = sum(s.total_us for s in stats)
     console.print(f"[bold]GPU work across {n} step{'s' if n != 1 else ''}[/bold] (the post's avg CUDA table)")
-    shown = [s.name if full_names else s.short_name for s in stats]
-    table = Table()
-    table.add_column("GPU work", overflow="fold", min_width=name_width(shown, console.width - 62))
-    table.add_column("launched by", overflow="fold", max_width=16)
-    table.add_column("calls", justify="right")
-    table.add_column("/step", justify="right")
-    table.add_column("avg µs", justify="right")
-    table.add_column("min–max", justify="right")
-    table.add_column("share", justify="right")
-    for s in _head(sorted(stats, key=lambda s: s.total_us, reverse=True), rows):
-        table.add_row(
-            escape(s.name if full_names else s.short_name),
-            escape(clipped(s.launched_by or "-", 16)),
-            str(s.count),
-            per_step_count(s.count / n),
-            f"{s.avg_us:,.1f}",
-            f"{s.min_us:,.1f}–{s.max_us:,.1f}",
-            f"{s.total_us / grand:.0%}" if grand else "-",
-        )
-    console.print(table)
+    told_apart = distinct_short_names(s.name for s in stats if s.kind == "kernel")  # one name, one row
+    cells = [[s.name if full_names else told_apart.get(s.name, s.short_name), s.launched_by or "-", str(s.count),
+              per_step_count(s.count / n), f"{s.avg_us:,.1f}", f"{s.min_us:,.1f}–{s.max_us:,.1f}",
+              f"{s.total_us / grand:.0%}" if grand else "-"]
+             for s in _head(sorted(stats, key=lambda s: s.total_us, reverse=True), rows)]
+    console.print(fitted_table([Column("GPU work", least=24, fold="name", lines=99 if full_names else 3),
+                                Column("launched by", least=12, most=22, fold="op"), Column("calls", right=True),
+                                Column("/step", right=True), Column("avg µs", right=True),
+                                Column("min–max", right=True), Column("share", right=True)], cells, console.width))
     _more(console, stats, rows, "names")
     console.print()
 
@@ -507,15 +493,13 @@ def print_decoded(trace: Trace, console: Console, *, full_names: bool, rows: int
     if not names:
         return
     console.print("[bold]What the kernel names say[/bold]")
-    table = Table()
-    table.add_column("kernel", overflow="fold", min_width=name_width(names if full_names else [decode(n).short for n in
-                                                                                                   names], 36))
-    table.add_column("decoded", overflow="fold")
-    for name in _head(names, rows):
-        decoded = decode(name).describe()
-        table.add_row(escape(name if full_names else decode(name).short),
-                      escape(decoded if full_names else clipped(decoded, console.width - 46, 3)))
-    console.print(table)
+    told_apart = distinct_short_names(names)
+    cells = [[name if full_names else told_apart[name],
+              decode(name).describe() if full_names else clipped(decode(name).describe(), console.width - 46, 3)]
+             for name in _head(names, rows)]
+    console.print(fitted_table([Column("kernel", least=24, most=None if full_names else 36, fold="name",
+                                       lines=99 if full_names else 3), Column("decoded", least=30)],
+                               cells, console.width))
     _more(console, names, rows, "names")
     console.print()
 

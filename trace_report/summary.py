@@ -43,9 +43,9 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from trace_report.console import Console, clipped, name_width
-from trace_report.kernels import (COPY, KINDS, MODULE_PREFIX, decode, in_optimizer, kind_of_kernel,
-                                                 kind_of_op)
+from trace_report.console import Column, Console, fitted_table
+from trace_report.kernels import (COPY, KINDS, MODULE_PREFIX, decode, distinct_short_names, in_optimizer,
+                                 kind_of_kernel, kind_of_op)
 from trace_report.model import MODULES_FROM_RANGES, MODULES_FROM_STACKS, Trace
 from trace_report.pace import MIN_GAP_US, Verdict, verdict as judge
 from trace_report.reader import read_trace
@@ -56,9 +56,6 @@ AUTOGRAD_NODE = "autograd::engine::evaluate_function: "  # a backward node's box
 AUTOGRAD_BACKWARD = "autograd's backward nodes"  # where the backward runs, in a trace whose modules are Python frames
 
 TOP_KERNELS = 12
-# A kernel name's column keeps at least this many characters where the terminal has them: a decoded short name
-# (kernels.name.SHORT_LIMIT, 72) then takes two lines at most.
-KERNEL_NAME_MIN = 36
 
 # --- what the summary holds ----------------------------------------------------------------------------------
 
@@ -89,6 +86,8 @@ class TopRow:
     total_us: float
     launched_by: str  # the launching op (on a CPU trace: the op itself)
     module: str  # the module type that ran it (`Linear`, `LlamaMLP (backward)`), or "" outside modules
+    graph: str = ""  # the `## Call CompiledFxGraph <hash> ##` range it ran in (torch.compile), or ""
+    region: str = ""  # and the `Torch-Compiled Region: 0/0` around that range, or ""
 
 
 @dataclass
@@ -153,7 +152,8 @@ class Summary:
             "top": [
                 {"name": r.name, "short_name": r.short, "decoded": r.decoded, "kind": r.kind,
                  "per_step": round(r.count / n, 3), "us_per_step": round(r.total_us / n, 3),
-                 "share": _share(r.total_us, self.total_us), "launched_by": r.launched_by, "module": r.module}
+                 "share": _share(r.total_us, self.total_us), "launched_by": r.launched_by, "module": r.module,
+                 "compiled_graph": r.graph or None}
                 for r in self.top
             ],
             "not_linked": self.not_linked,
@@ -272,6 +272,8 @@ class _Tally:
             if tally is None:
                 tally = self.by_name[key] = _NameTally(kind)
             tally.add(us, count, launched_by, place)
+            if path and any(box.startswith(GRAPH_CALL) for box in path):
+                tally.graphs[_compiled_graph(path)] += count
         self.total_us = sum(row[0] for row in self.kinds.values())
         self.items = sum(row[1] for row in self.kinds.values())
 
@@ -281,13 +283,17 @@ class _Tally:
 
     def top_rows(self, describe) -> list[TopRow]:
         ranked = sorted(self.by_name.items(), key=lambda item: -item[1].total_us)[:TOP_KERNELS]
+        told_apart = distinct_short_names(name for (item, name, _), _ in ranked if item == "kernel")
         rows = []
         for (item, name, _), tally in ranked:
             short, decoded = describe(item, name)
+            short = told_apart.get(name, short)  # two kernels whose short names are one: what tells them apart
             launcher = tally.launchers.most_common(1)[0][0]
             place = tally.places.most_common(1)[0][0]
             module = (place.chain[-1] + (" (backward)" if place.backward else "")) if place.chain else ""
-            rows.append(TopRow(name, short, decoded, tally.kind, tally.count, tally.total_us, launcher or "-", module))
+            graph, region = tally.graphs.most_common(1)[0][0] if tally.graphs else ("", "")
+            rows.append(TopRow(name, short, decoded, tally.kind, tally.count, tally.total_us, launcher or "-", module,
+                               graph, region))
         return rows
 
 
@@ -328,12 +334,20 @@ class _NameTally:
     total_us: float = 0.0
     launchers: Counter = field(default_factory=Counter)
     places: Counter = field(default_factory=Counter)
+    graphs: Counter = field(default_factory=Counter)  # (compiled graph's range, its region) -> count
 
     def add(self, us: float, count: int, launched_by: str | None, place: _Place) -> None:
         self.count += count
         self.total_us += us
         self.launchers[launched_by] += count
         self.places[place] += count
+
+
+def _compiled_graph(path: tuple[str, ...]) -> tuple[str, str]:
+    """The innermost `## Call CompiledFxGraph` range of a launch path and the `Torch-Compiled Region` around it."""
+    graph = next(box for box in reversed(path) if box.startswith(GRAPH_CALL))
+    region = next((box for box in reversed(path[: path.index(graph)]) if box.startswith("Torch-Compiled Region")), "")
+    return graph, region
 
 
 class _ModuleTally:
@@ -519,32 +533,56 @@ def _print_top(summary: Summary, console: Console, rows: int | None = None) -> N
     n = summary.steps
     title = "top kernels by total time" if summary.on_gpu else "top CPU ops by self time"
     shown = summary.top if rows is None else summary.top[:rows]
-    table = Table(title=title, title_justify="left")
-    # The name first, whole where the others keep their room (kind 13 columns, two lines at most, the three numbers,
-    # launched by and module 16 each, with the borders 64 columns, 83 with the module); at least KERNEL_NAME_MIN, so
-    # that no name takes more than two lines at 100 columns. The module gets a column where the terminal has room.
-    modules = summary.has_modules and console.width >= 120
-    others = (64 if summary.on_gpu else 45) + (19 if modules else 0)
-    width = name_width([row.short for row in shown], console.width - others)
-    width = max(width, min(KERNEL_NAME_MIN, console.width // 3))
-    whole = all(len(row.short) <= width for row in shown)  # else they fold, as on a narrow terminal
-    table.add_column("kernel" if summary.on_gpu else "op", overflow="fold", no_wrap=whole, min_width=width)
-    table.add_column("kind", overflow="fold", max_width=13)
-    table.add_column("/step", justify="right")
-    table.add_column("µs/step", justify="right")
-    table.add_column("share", justify="right")
+    graphs = _graph_tags(shown)
+    columns = [
+        Column("kernel" if summary.on_gpu else "op", least=NAME_LEAST, fold="name"),
+        Column("kind", least=13, most=13),  # "copy and memset" in two lines
+        Column("/step", right=True), Column("µs/step", right=True), Column("share", right=True),
+    ]
+    cells = [[row.short, row.kind, _count(row.count / n), f"{row.total_us / n:,.1f}", _pct(row.total_us, summary.total_us)]
+             for row in shown]
     if summary.on_gpu:
-        table.add_column("launched by", overflow="fold", max_width=16)
-    if modules:
-        table.add_column("module", overflow="fold", max_width=16)
-    for row in shown:
-        cells = [escape(row.short), row.kind, _count(row.count / n), f"{row.total_us / n:,.1f}", _pct(row.total_us, summary.total_us)]
-        if summary.on_gpu:
-            cells.append(escape(clipped(row.launched_by, 16)))
-        if modules:
-            cells.append(escape(clipped(row.module or "-", 16)))
-        table.add_row(*cells)
-    console.print(table)
+        columns.append(Column("launched by", least=12, most=LAUNCHER_MOST, fold="op"))
+        for row, line in zip(shown, cells):
+            line.append(_launcher(row, graphs))
+    if summary.has_modules:  # where the terminal has room for it; the by-module table has them all
+        columns.append(Column("module", least=12, most=20, fold="op", optional=True))
+        for row, line in zip(shown, cells):
+            line.append(row.module or "-")
+    console.print(fitted_table(columns, cells, console.width, title=title, title_justify="left"))
+    for tag, (graph, where) in graphs.items():
+        console.print(f"  {escape(tag)}: {escape(graph)}" + (f", {escape(where)}" if where else ""), overflow="fold")
+
+
+NAME_LEAST = 24  # a kernel name's column: 72 characters (kernels.name.SHORT_LIMIT) in three lines
+LAUNCHER_MOST = 22  # `aten::cudnn_convolution_backward` in two lines, broken at a seam
+GRAPH_CALL = "## Call CompiledFxGraph "
+
+
+def _graph_tags(rows: list[TopRow]) -> dict[str, tuple[str, str]]:
+    """The compiled graphs the rows' kernels came from, each by a short tag (`graph fbchdju`, its hash's first
+    characters) -> its range's whole name and where the trace says it ran (its `Torch-Compiled Region`, a module):
+    said once under the table, not in every row (the range's name is 80 characters)."""
+    tags: dict[str, tuple[str, str]] = {}
+    for row in rows:
+        if row.graph:
+            tag = _graph_tag(row.graph)
+            where = "; ".join(part for part in (row.region, f"module {row.module}" if row.module else "") if part)
+            tags.setdefault(tag, (row.graph, where))
+    return tags
+
+
+def _graph_tag(graph: str) -> str:
+    return "graph " + graph[len(GRAPH_CALL):].strip(" #")[:7]
+
+
+def _launcher(row: TopRow, graphs: dict) -> str:
+    """The launching op as the table says it: a compiled graph's own launch (its `## Call CompiledFxGraph` range, or
+    a Triton kernel's launcher named like the kernel) by the graph's tag."""
+    if row.graph and (row.launched_by.startswith(GRAPH_CALL) or row.launched_by == row.name
+                      or row.launched_by.startswith(("triton_", "cpp_fused_"))):
+        return _graph_tag(row.graph)
+    return row.launched_by
 
 
 def _print_idle(idle: IdleSplit, console: Console) -> None:

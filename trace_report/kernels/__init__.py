@@ -25,7 +25,7 @@ Nothing here imports torch: the report must start fast, anywhere.
 from trace_report.kernels.amd import GFX, gfx_in_name, gfx_label
 from trace_report.kernels.classify import in_optimizer, kind_of_kernel, kind_of_op
 from trace_report.kernels.collectives import NcclKernel, decode_nccl
-from trace_report.kernels.decode import decode, math_unit, short_name
+from trace_report.kernels.decode import decode, distinct_short_names, math_unit, short_name
 from trace_report.kernels.demangle import demangle
 from trace_report.kernels.kinds import (ATTENTION, COMMUNICATION, CONVOLUTION, COPY, ELEMENTWISE, GEMM,
                                                        INDEXING, KINDS, MEMORY_BOUND, MODULE_PREFIX, NORMALIZATION,
@@ -36,6 +36,6 @@ from trace_report.kernels.ops import METADATA_OPS, VIEW_OPS, split_fused_ops
 __all__ = [
     "ARCHS", "ATTENTION", "COMMUNICATION", "CONVOLUTION", "COPY", "DTYPES", "ELEMENTWISE", "GEMM", "GFX", "INDEXING",
     "KINDS", "KernelName", "MEMORY_BOUND", "METADATA_OPS", "MODULE_PREFIX", "NORMALIZATION", "NcclKernel", "OPTIMIZER",
-    "OTHER", "REDUCTION", "ROUTING", "VIEW_OPS", "arch_label", "decode", "decode_nccl", "demangle", "gfx_in_name", "gfx_label",
+    "OTHER", "REDUCTION", "ROUTING", "VIEW_OPS", "arch_label", "decode", "decode_nccl", "demangle", "distinct_short_names", "gfx_in_name", "gfx_label",
     "in_optimizer", "is_gemm", "kind_of_kernel", "kind_of_op", "math_unit", "short_name", "split_fused_ops",
 ]

@@ -188,8 +188,9 @@ def _foreach_kernel(name: str, base: str, arguments: list[str]) -> KernelName:
         math = FOREACH_MATH[family].get(math_arg, math_arg.lower() or None)
     else:
         math = None
-    if math is None:
-        return KernelName(name, base, "ATen", False, (), (("kernel", base), ("op", "a foreach op")))
+    if math is None:  # a functor this table does not know: named, so that the row says which one runs
+        short = f"{base}<{functor}>" if functor else base
+        return KernelName(name, short, "ATen", False, (), (("kernel", base), ("op", f"a foreach op ({functor or '?'})")))
     in_place = family is not None and bool(numbers) and numbers[-1] == "0"
     op = f"_foreach_{math}" + ("_" if in_place and not math.endswith("_") else "")
     details: tuple[tuple[str, str], ...] = (("kernel", base), ("op", op))

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
-from trace_report.kernels.kinds import COMMUNICATION, GEMM, kind_of_words
-from trace_report.kernels.name import KernelName, base_function
+from trace_report.kernels.kinds import COMMUNICATION, GEMM, OPTIMIZER, kind_of_words
+from trace_report.kernels.name import KernelName, base_function, plain_base, template_arguments
 
 
 # (pattern on the readable name, library). First match wins.
@@ -52,4 +52,10 @@ def decode_library(name: str, core: str) -> KernelName | None:
     if family == "DeepEP" and re.search(r"dispatch|combine|notify", base):
         work = COMMUNICATION  # expert parallelism's all-to-all: tokens to their experts' ranks and back
     details = (("kernel", base),)
-    return KernelName(name, base + ("<…>" if "<" in core else ""), family, work == GEMM, (), details, work=work)
+    # A kernel that runs a functor says which (Apex's `multi_tensor_apply_kernel<..., AdamFunctor<...>, ...>`: the
+    # optimizer); its other template arguments are sizes and types.
+    functor = next((plain_base(a) for a in template_arguments(core) if re.search(r"Functor\b", plain_base(a))), "")
+    short = f"{base}<{functor}>" if functor else base + ("<…>" if "<" in core else "")
+    if re.search(r"Adam|LAMB|Lamb|Novograd|SGD|Sgd|Adagrad", functor):
+        work = OPTIMIZER  # a fused optimizer's step, wherever it ran
+    return KernelName(name, short, family, work == GEMM, (), details, work=work)

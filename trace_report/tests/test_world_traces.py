@@ -3,7 +3,7 @@ on (MI300X, MI210/MI250, B200, B300, H100, H800, A100, V100), read by `trace-rep
 
 The files are in trace_report/tests/fixtures/world/; its README.md says where each comes from, which GPU wrote it, what it shows and
 how it was cut down. For each one: the GPU is named the way its vendor names it (AMD by gfx, NVIDIA by sm), the kernels
-of each family are the kind of work they do, at most a tenth of the GPU time is left as kind "other", every short name
+of each family are the kind of work they do, at most a twentieth of the GPU time is left as kind "other", every short name
 fits a table cell, and the report runs to the end. Expectations come from the trace itself where they can (its device
 properties, its own kernels and launches); what is typed here is what a reader of that trace would say.
 """
@@ -28,7 +28,7 @@ from trace_report.report import main as trace_report
 from trace_report.summary import Summary, summarize
 
 WORLD = Path(__file__).resolve().parent / "fixtures" / "world"
-OTHER_LIMIT = 0.10  # the share of GPU time a reader may be left with as "other": past it, the kinds table says little
+OTHER_LIMIT = 0.05  # the share of GPU time a reader may be left with as "other": past it, the kinds table says little
 SIZE_LIMIT = 4 * 1024 * 1024  # what the fixtures may weigh together in the repository
 
 
