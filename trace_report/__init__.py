@@ -11,6 +11,8 @@ Each module holds one concern; imports go down this list, never up:
     compare_report.py  the diff of two traces as the terminal shows it, in 100 columns
     compare.py       two traces side by side, by launching op and place: `diff(a, b)` -> TraceDiff
     fusion_report.py the report's "Where fusion would pay" table
+    roofline_report.py the report's "Ops by roofline" table
+    roofline.py      each op by roofline: FLOPs and bytes per call, GPU time by correlation, bound, share of the peak
     fusion.py        where fusion would pay: memory-bound kernels back to back, bytes moved, time a fused kernel takes
     fusion_dataflow.py  split chains: two pointwise ops a GEMM keeps apart on the stream, linked by shapes and order
     summary.py       where a model's GPU time goes: kinds of work, modules, top kernels, the idle split
@@ -22,6 +24,8 @@ Each module holds one concern; imports go down this list, never up:
                      what any trace was recorded with
     profiler_costs.py  what each recording option costs a step, as measured; a trace's step without them
     pace.py          who sets the pace: `verdict(trace)` -> Verdict (overhead-bound or compute-bound)
+    peaks.py         what a GPU can do at most: dense TFLOP/s per dtype and TB/s, by datasheet, by the trace's GPU
+    flops/           an op's FLOPs and bytes per call from its shapes, one module per family (see flops/__init__)
     op_bytes.py      what an op reads and writes, from its recorded input shapes and types
     reader.py        `read_trace(path)` -> Trace: ops nested, launches linked to their kernels, steps
     memory.py        `[memory]` events (profile_memory=True): per device the peak, when, what was live; the

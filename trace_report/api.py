@@ -17,7 +17,7 @@ from functools import cached_property
 from pathlib import Path
 
 from trace_report import communication as comm
-from trace_report import fusion, graphs
+from trace_report import fusion, graphs, roofline
 from trace_report.export import trace_to_dict
 from trace_report.memory import memory_peaks, memory_to_dict
 from trace_report.model import Trace
@@ -30,10 +30,12 @@ from trace_report.summary import summarize
 @dataclass
 class Report:
     """One trace and what trace-report says of it. `bandwidth_gbs`: the memory bandwidth the fusion estimates use
-    (`--bandwidth`; None: the GPU's own, where the trace names it)."""
+    (`--bandwidth`; None: the GPU's own, where the trace names it); `peak`: (TFLOP/s, TB/s) the op table weighs ops
+    against (`--peak`; None: the GPU's datasheet figures, peaks.py)."""
 
     trace: Trace
     bandwidth_gbs: float | None = None
+    peak: tuple[float, float] | None = None
 
     @cached_property
     def verdict(self) -> Verdict:
@@ -60,6 +62,11 @@ class Report:
         """What the profiler changed: the unprofiled timing where the trace holds one, else what it recorded."""
         return observe(self.trace, self.verdict)
 
+    @cached_property
+    def op_table(self) -> roofline.OpTable:
+        """Each op and its input shapes by roofline: FLOPs and bytes per call, GPU time, rates, bound, share of peak."""
+        return roofline.op_table(self.trace, self.peak)
+
     def fusion(self, second: Trace | None = None):
         """Where fusion would pay (a trace recorded with shapes); with `second`, what that trace fused."""
         return fusion.analyze(self.trace, self.bandwidth_gbs, second)
@@ -69,7 +76,8 @@ class Report:
         docs/trace-report.md); `second`: the other trace of a diff, for the fusion section's "what it fused"."""
         data = self.with_communication(second=second)
         return {**data, "summary": self.summary.to_dict(), "observer_effect": self.observer_effect.to_dict(),
-                "memory": memory_to_dict(self.memory)}
+                "memory": memory_to_dict(self.memory), "ops": self.op_table.to_rows(),
+                "op_table": self.op_table.to_dict()}
 
     def with_communication(self, second: Trace | None = None) -> dict:
         """`trace_to_dict(trace)`, the collectives it found and its CUDA graph replays (a rank's part of --json)."""
@@ -82,7 +90,7 @@ class Report:
         return payload
 
 
-def read(path: str | Path, *, bandwidth_gbs: float | None = None) -> Report:
+def read(path: str | Path, *, bandwidth_gbs: float | None = None, peak: tuple[float, float] | None = None) -> Report:
     """Read a torch.profiler Chrome trace (.json or .json.gz) into a Report; a file that is no trace raises
     UsageError with the one line trace-report prints."""
-    return Report(read_trace(path), bandwidth_gbs)
+    return Report(read_trace(path), bandwidth_gbs, peak)

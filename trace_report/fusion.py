@@ -27,7 +27,7 @@ external input counts once per op that reads it (`x * sigmoid(x)` counts x twice
 never a larger one). An intermediate the backward keeps (training) is counted as staying on chip: it does not.
 
 Time: the fused bytes at the rate the candidate's own kernels moved theirs in this trace (their bytes over their
-time), capped at the GPU's nominal memory bandwidth (BANDWIDTH_GBS, by the name the trace records for the GPU, or
+time), capped at the GPU's nominal memory bandwidth (peaks.py, by the name the trace records for the GPU, or
 `--bandwidth`); the fused bytes at that nominal rate are the floor, shown beside. Why not the nominal rate alone: on
 the H200 trace of Part 2's eager MLP, GELU and mul reach 3.3 and 4.1 TB/s of the 4.8 nominal, and Inductor's kernel
 that fuses them moves its 151 MB at 2.7 TB/s (56.0 µs): the floor says 31.5 µs, the chain's own rate (3.74 TB/s)
@@ -51,6 +51,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from trace_report import peaks
 from trace_report.fusion_dataflow import StepFlow
 from trace_report.kernels import (ATTENTION, CONVOLUTION, COPY, ELEMENTWISE, GEMM, MEMORY_BOUND, VIEW_OPS,
                                                  decode, kind_of_kernel, kind_of_op)
@@ -60,31 +61,6 @@ from trace_report.op_bytes import Traffic, compute_output, op_traffic, shape_tex
 CHAIN, SPLIT_CHAIN, EPILOGUE, PROLOGUE = "chain", "split chain", "GEMM epilogue", "GEMM prologue"
 LABEL_OPS = 12  # a chain's label lists this many steps at most
 COMPUTE = {GEMM, ATTENTION, CONVOLUTION}
-# Nominal peak memory bandwidth in GB/s (1e9 bytes/s), by the name CUDA gives the GPU (the trace's deviceProperties).
-BANDWIDTH_GBS = {
-    "NVIDIA H200": 4800.0,
-    "NVIDIA H200 NVL": 4800.0,
-    "NVIDIA H100 80GB HBM3": 3350.0,  # SXM
-    "NVIDIA H100 PCIe": 2000.0,
-    "NVIDIA A100-SXM4-80GB": 2039.0,
-    "NVIDIA A100 80GB PCIe": 1935.0,
-    "NVIDIA A100-SXM4-40GB": 1555.0,
-    "NVIDIA A100-PCIE-40GB": 1555.0,
-    "NVIDIA L4": 300.0,
-    "NVIDIA A10G": 600.0,
-    "NVIDIA GeForce RTX 4090": 1008.0,
-    "NVIDIA H800": 3350.0,
-    "NVIDIA GH200 480GB": 4000.0,
-    "NVIDIA B200": 8000.0,
-    "Tesla V100-SXM2-16GB": 900.0,
-    "Tesla V100-SXM2-32GB": 900.0,
-    "Tesla V100-DGXS-32GB": 900.0,
-    "AMD Instinct MI300X": 5300.0,
-    "AMD Instinct MI300X VF": 5300.0,  # a virtual function: the same GPU, partitioned by the host
-    "AMD Instinct MI325X": 6000.0,
-    "AMD Instinct MI210": 1638.0,
-    "AMD Instinct MI250X": 3277.0,  # both dies; one GCD (what ROCm lists as a device) has half
-}
 SHAPES_HINT = "Where fusion would pay needs input shapes: profile with record_shapes=True (a lesson's --record_shapes)"
 # Ops a fused kernel's name may leave out: views, and copies that become its loads and stores.
 _MOVES = {op.strip("_") for op in VIEW_OPS} | {"copy", "contiguous", "to", "to_copy", "copy_from"}
@@ -239,7 +215,7 @@ def analyze(trace: Trace, bandwidth_gbs: float | None = None, second: Trace | No
     device = trace.device_properties.get("name") if isinstance(trace.device_properties.get("name"), str) else None
     bandwidth, source = bandwidth_gbs, "given by --bandwidth"
     if bandwidth is None:
-        bandwidth = BANDWIDTH_GBS.get(device or "")
+        bandwidth = peaks.bandwidth_gbs(device)
         source = f"the {device}'s nominal peak" if bandwidth is not None else ""
     fusion = Fusion(trace.name, len(trace.steps), trace.has_gpu, has_shapes(trace), device, bandwidth, source)
     if not fusion.has_gpu or not fusion.has_shapes:

@@ -17,7 +17,7 @@ with the numbers behind it, starting from the two totals under `prof.key_average
 changed (trace_report/observer.py): the step timed without it where the trace holds that timing (the lessons write it),
 else what the trace was recorded with and, for an overhead-bound verdict, whether it would likely survive without the
 profiler. In a trace recorded with profile_memory=True, where the memory goes: per device the peak, when, and the ops
-that allocated what was live then (memory.py). Last, where fusion would pay (trace_report/fusion.py), in a trace recorded with shapes; with two traces, what the
+that allocated what was live then (memory.py). Each op by roofline (roofline.py), then where fusion would pay (trace_report/fusion.py), in a trace recorded with shapes; with two traces, what the
 second fused.
 """
 
@@ -45,11 +45,13 @@ from trace_report.compare_report import WIDTH as DIFF_WIDTH
 from trace_report.compare_report import print_comparison, print_fusion_line
 from trace_report.export import runtime_rows
 from trace_report.fusion_report import FUSION_BRIEF_ROWS, print_fusion
+from trace_report.roofline_report import ROOFLINE_BRIEF_ROWS, print_op_table
 from trace_report import communication as comm
 from trace_report import ranks as rank_traces
 from trace_report.api import Report
 from trace_report.attribution import print_owners
 from trace_report import fusion, graphs  # fusion candidates (fusion.py), CUDA graph replays (graphs.py)
+from trace_report import peaks, roofline  # the ops by roofline against the GPU's peaks
 from trace_report.kernels import decode, distinct_short_names
 from trace_report.memory import memory_peaks, print_memory
 from trace_report.model import Step, Trace, per_step_count
@@ -103,6 +105,9 @@ def build_parser() -> ArgumentParser:
                         help="the GPU's memory bandwidth for 'Where fusion would pay' (default: the nominal peak of "
                         "the GPU the trace names, when known)")
     # --- end fusion ---
+    parser.add_argument("--peak", type=peaks.peak_flag, default=None, metavar="TFLOPS,TBPS",
+                        help="the GPU's peak compute and memory bandwidth for 'Ops by roofline' (default: the datasheet "
+                        "figures of the GPU the trace names, peaks.py)")
     parser.add_argument(
         "--steps",
         type=_steps_flag,
@@ -172,8 +177,9 @@ def _main(argv: Sequence[str] | None) -> int:
             note(f"{trace.path}: {trace.skipped_note}")
     rows = _rows(args.rows)
     if args.json:
-        payload = Report(first, args.bandwidth).to_json() if second is None else {
-            "traces": [Report(first, args.bandwidth).to_json(second), Report(second, args.bandwidth).to_json()],
+        payload = Report(first, args.bandwidth, args.peak).to_json() if second is None else {
+            "traces": [Report(first, args.bandwidth, args.peak).to_json(second),
+                       Report(second, args.bandwidth, args.peak).to_json()],
             "diff": diff(first, second).to_dict(),
         }
         # JSON has no NaN or Infinity: a value a trace could not give (a zero-length window) is null.
@@ -186,6 +192,7 @@ def _main(argv: Sequence[str] | None) -> int:
         print_report(first, console, full_names=args.full_names, steps=args.steps,
                      rows=BRIEF_ROWS if brief else rows, graph_kernels=args.graph_kernels, kernels=args.kernels,
                      fusion_found=found, fusion_rows=FUSION_BRIEF_ROWS if brief else rows,
+                     op_table=roofline.op_table(first, args.peak), op_rows=ROOFLINE_BRIEF_ROWS if brief else rows,
                      lines=BRIEF_LINES if brief else None)
         return 0
     console.width = min(console.width, DIFF_WIDTH)  # a diff fits 100 columns, its fusion section too
@@ -266,7 +273,8 @@ def _finite(value):
 def print_report(
     trace: Trace, console: Console, *, full_names: bool = False, steps: int | None = AUTO_STEPS, rows: int | None = DEFAULT_ROWS,
     graph_kernels: bool = False, kernels: bool = False, fusion_found: fusion.Fusion | None = None,
-    fusion_rows: int | None = None, lines: int | None = None,
+    fusion_rows: int | None = None, op_table: roofline.OpTable | None = None, op_rows: int | None = None,
+    lines: int | None = None,
 ) -> None:
     """The report of one trace: header and summary, then the sections below them in order. With `lines`, the sections
     that do not fit that many lines in all are left out, the least telling first (the per-kernel tables, the graph
@@ -306,6 +314,7 @@ def print_report(
         ("the verdict's numbers", lambda: print_verdict(trace, console, judged), 7),
         ("where the memory goes", lambda: print_memory(memory_peaks(trace), console, rows=rows), 6),
         ("what the profiler changed", lambda: print_observed(observed, console), 8),
+        ("the ops by roofline", lambda: print_op_table(op_table, console, rows=op_rows) if op_table else None, 7),
         ("where fusion would pay", lambda: print_fusion(fusion_found, console, rows=fusion_rows)
          if fusion_found is not None else None, 6),
     ]

@@ -48,6 +48,8 @@ def _peak_text(table: OpTable) -> str:
     if table.found is None:
         return "no peaks known for this GPU: rates without shares of peak (--peak TFLOPS,TBPS sets them)"
     peak = table.found.peak
+    if peak.name == "given":
+        return table.found.how
     dense = peak.tflops.get("bf16") or peak.tflops.get("fp16") or peak.tflops.get("fp32")
     kind = "bf16" if "bf16" in peak.tflops else "fp16" if "fp16" in peak.tflops else "fp32"
     return f"{peak.name}: {dense:,.0f} TFLOP/s {kind} dense, {peak.tbps:g} TB/s ({table.found.how})"

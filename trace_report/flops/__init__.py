@@ -1,6 +1,6 @@
 """FLOPs and bytes per call of an op, from the shapes and types `record_shapes=True` writes: the roofline's inputs.
 
-One module per family of ops, each a table from the op's name to its formula:
+One module per family of ops, each a table from the op's name to its formula (cost.py: the Cost they return):
 
     gemm.py         mm, addmm, bmm, baddbmm, addbmm, linear, matmul, _scaled_mm, _grouped_mm, _int_mm
     attention.py    scaled_dot_product_attention and its flash, memory-efficient and cuDNN ops, forward and backward
@@ -22,32 +22,14 @@ shapes, the rest read from op_bytes). Nothing here imports torch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 
+from trace_report.flops import attention, conv, elementwise, gemm, norm
+from trace_report.flops.cost import Cost
 from trace_report.model import CpuOp
 
-MATRIX_FAMILIES = ("GEMM", "attention", "convolution")  # run on tensor (matrix) cores: weighed against their peak
-# The profiler's type names -> the dtype a peak is listed for.
-PEAK_DTYPES = {"c10::BFloat16": "bf16", "c10::Half": "fp16", "float": "fp32", "double": "fp64",
-               "c10::Float8_e4m3fn": "fp8", "c10::Float8_e5m2": "fp8", "c10::Float8_e4m3fnuz": "fp8",
-               "c10::Float8_e5m2fnuz": "fp8", "signed char": "int8", "unsigned char": "int8"}
-
-
-@dataclass(frozen=True, slots=True)
-class Cost:
-    """One call of an op: its family, FLOPs and bytes (None where its shapes do not say), the dtype of its first
-    floating-point input (what the peak is read for), and what the count assumes."""
-
-    family: str
-    flops: int | None
-    bytes: int | None
-    dtype: str = ""
-    note: str = ""
-
-    @property
-    def matrix(self) -> bool:
-        return self.family in MATRIX_FAMILIES
+__all__ = ["Cost", "formula_for", "op_cost"]
+_TABLES = (gemm.FORMULAS, attention.FORMULAS, conv.FORMULAS, norm.FORMULAS, elementwise.FORMULAS)
 
 
 def op_cost(op: CpuOp) -> Cost | None:
@@ -63,10 +45,8 @@ def op_cost(op: CpuOp) -> Cost | None:
 
 def formula_for(name: str):
     """The formula of the op named `name` (`aten::mm`, `_C::rms_norm`, `triton_poi_fused_mul_0`), or None."""
-    from trace_report.flops import attention, conv, elementwise, gemm, norm
-
     base = name.removeprefix("aten::")
-    for table in (gemm.FORMULAS, attention.FORMULAS, conv.FORMULAS, norm.FORMULAS, elementwise.FORMULAS):
+    for table in _TABLES:
         if base in table:
             return table[base]
     if name.startswith("aten::"):
@@ -78,30 +58,3 @@ def formula_for(name: str):
 def _cached_cost(name: str, dims: tuple, types: tuple, concrete: tuple) -> Cost | None:
     op = CpuOp(name, 0.0, 0.0, None, None, input_dims=dims, input_types=types, concrete_inputs=concrete)
     return formula_for(name)(op)
-
-
-def peak_dtype(types) -> str:
-    """The dtype a peak is read for: the first floating-point (or 8-bit) tensor type among the inputs."""
-    for kind in types:
-        if kind in PEAK_DTYPES:
-            return PEAK_DTYPES[kind]
-    return ""
-
-
-def concrete(op: CpuOp, index: int) -> str | None:
-    """The recorded value of the op's argument `index` ("True", "0.125", "[1, 1]"), None when the trace does not keep
-    it (traces before PyTorch 2.3 keep no "Concrete Inputs"; the reader keeps them for attention and convolutions)."""
-    values = op.concrete_inputs
-    if index < len(values) and values[index] not in ("", None):
-        return values[index]
-    return None
-
-
-def int_list(text: str | None) -> tuple[int, ...] | None:
-    """`"[2, 2]"` -> (2, 2); `"3"` -> (3,); None when unreadable."""
-    if text is None:
-        return None
-    try:
-        return tuple(int(part) for part in text.strip("[]() ").split(",") if part.strip())
-    except ValueError:
-        return None

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from trace_report.flops import Cost, concrete, peak_dtype
+from trace_report.flops.cost import Cost, concrete, peak_dtype
 from trace_report.model import CpuOp
 from trace_report.op_bytes import tensor_inputs
 

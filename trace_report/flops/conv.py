@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from trace_report.flops import Cost, concrete, int_list, peak_dtype
+from trace_report.flops.cost import Cost, concrete, int_list, peak_dtype
 from trace_report.model import CpuOp
 from trace_report.op_bytes import tensor_inputs
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from trace_report.flops import Cost, peak_dtype
+from trace_report.flops.cost import Cost, peak_dtype
 from trace_report.model import CpuOp
 from trace_report.op_bytes import ITEMSIZE, op_traffic, tensor_inputs
 

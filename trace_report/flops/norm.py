@@ -14,7 +14,7 @@ the per-row statistics are small beside it).
 
 from __future__ import annotations
 
-from trace_report.flops import Cost, peak_dtype
+from trace_report.flops.cost import Cost, peak_dtype
 from trace_report.model import CpuOp
 from trace_report.op_bytes import op_traffic, tensor_inputs
 
