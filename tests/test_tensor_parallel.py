@@ -231,6 +231,17 @@ def test_an_unknown_variant_is_one_line():
     assert len(lines) == 1 and "unknown variant 'nope'" in lines[0], result.stderr
 
 
+@pytest.mark.parametrize("flags, says", [
+    (("--variant", "bogus"), "argument --variant: unknown variant 'bogus'"),
+    (("--chunks", "0"), "argument --chunks:"),
+])
+def test_a_bad_flag_under_torchrun_is_our_line(flags, says):
+    """torchrun stops every rank once one fails: the silent rank leaves after rank 0 has said why."""
+    result = torchrun("--device", "cpu", *flags)
+    ours = [line for line in stderr_lines(result) if line.startswith(f"{LESSON}: error:")]
+    assert result.returncode != 0 and len(ours) == 1 and says in ours[0], result.stderr
+
+
 def test_the_lesson_shows_the_plain_forward_as_it_is_defined():
     docstring = (ROOT / LESSON).read_text().split('"""')[1]
     shown = textwrap.dedent(docstring.split("a test keeps this copy identical):")[1].split("\n\n", 2)[1])
