@@ -56,9 +56,9 @@ GPU_KINDS = {
 COMM_ARGS = ("Collective name", "In msg nelems", "Out msg nelems", "dtype", "Group size", "Process Group Name",
              "bytes")
 COMM_OP = "record_param_comms"
-# Ops whose FLOPs hang on a scalar argument (attention's is_causal, a convolution's stride, padding, dilation): their
-# "Concrete Inputs" are kept (flops/attention.py, flops/conv.py); every other op's are not, to keep the read lean.
-CONCRETE_OPS = re.compile(r"attention|conv")
+# Ops whose FLOPs hang on a scalar argument (attention's is_causal, a convolution's or a pooling's stride, padding,
+# dilation): their "Concrete Inputs" are kept (flops/attention.py, flops/conv.py); no other op's, to keep the read lean.
+CONCRETE_OPS = re.compile(r"attention|conv|pool")
 RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "runtime", "xpu_runtime", "privateuse1_runtime"}
 OP_CATS = {"cpu_op", "operator"}
 ANNOTATION_CATS = {"user_annotation"}

@@ -314,7 +314,8 @@ def print_report(
         ("the verdict's numbers", lambda: print_verdict(trace, console, judged), 7),
         ("where the memory goes", lambda: print_memory(memory_peaks(trace), console, rows=rows), 6),
         ("what the profiler changed", lambda: print_observed(observed, console), 8),
-        ("the ops by roofline", lambda: print_op_table(op_table, console, rows=op_rows) if op_table else None, 7),
+        ("the ops by roofline", lambda: print_op_table(op_table, console, rows=op_rows, brief=lines is not None)
+         if op_table else None, 7),
         ("where fusion would pay", lambda: print_fusion(fusion_found, console, rows=fusion_rows)
          if fusion_found is not None else None, 6),
     ]

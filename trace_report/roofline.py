@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from trace_report.flops import Cost, op_cost
 from trace_report.kernels import COMMUNICATION, decode, kind_of_kernel
 from trace_report.model import CpuOp, Step, Trace
-from trace_report.op_bytes import DTYPE_NAMES, NOT_TENSORS
+from trace_report.op_bytes import DTYPE_NAMES, ITEMSIZE, NOT_TENSORS
 from trace_report.peaks import Found, find
 
 SHAPES_HINT = "record_shapes=True"
@@ -253,8 +253,8 @@ def _shape(shape: tuple) -> str:
 def _row(op: CpuOp, cost: Cost | None, steps: int) -> OpRow:
     shapes, dtypes = [], []
     for dims, kind in zip(op.input_dims, op.input_types or ("",) * len(op.input_dims)):
-        if kind in NOT_TENSORS or (not dims and kind != "TensorList"):
-            continue
+        if kind in NOT_TENSORS or (not dims and kind not in ITEMSIZE and kind != "TensorList"):
+            continue  # a scalar argument, or an optional tensor left out (a 0-dim tensor is kept: "scalar")
         shapes.append(tuple(tuple(d) if isinstance(d, list) else d for d in dims))
         dtypes.append("" if kind == "TensorList" else TYPE_NAMES.get(kind, kind.removeprefix("c10::")))
     return OpRow(op.name, tuple(shapes), tuple(dtypes), cost, steps)

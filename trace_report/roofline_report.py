@@ -14,14 +14,16 @@ from trace_report.model import per_step_count
 from trace_report.roofline import SHAPES_HINT, OpTable, OpRow
 
 TITLE = "Ops by roofline"
-ROOFLINE_BRIEF_ROWS = 5  # without --rows: the five a faster kernel would save the most on
+# Without --rows: the three a faster kernel would save the most on, in about a dozen lines (the report's screen holds
+# the summary, the verdict and this on a model's trace of 300 kernels a step: tiny-llama's training step).
+ROOFLINE_BRIEF_ROWS = 3
 HEADERS = ("/step", "GFLOP", "MB", "µs/call", "TFLOP/s", "TB/s", "FLOP/B", "bound", "of peak")
 _SEAMS = ("::", "_", " · ", ".", " ")
 
 
-def print_op_table(table: OpTable, console: Console, *, rows: int | None = None) -> None:
+def print_op_table(table: OpTable, console: Console, *, rows: int | None = None, brief: bool = False) -> None:
     """The section: one line without shapes (the flag that records them), else the peaks, the table and what no row
-    holds."""
+    holds. `brief`: the peaks' source and the reading's second line left out, shapes in two lines at most."""
     if not table.has_gpu:
         return
     if not table.has_shapes:
@@ -30,15 +32,16 @@ def print_op_table(table: OpTable, console: Console, *, rows: int | None = None)
         return
     title, _, source = _peak_text(table).partition(" (")
     console.print(f"[bold]{TITLE}[/bold] · {escape(title)}")
-    if source:
+    if source and not brief:
         console.print(f"[dim]  peaks: {escape(source.removesuffix(')'))}[/dim]")
     shown = table.rows if rows is None else table.rows[:rows]
     if shown:
-        console.print(_table(shown, console.width))
+        console.print(_table(shown, console.width, 2 if brief else 3))
     if len(shown) < len(table.rows):
         console.print(f"[dim]… {len(table.rows) - len(shown)} more ops (--rows 0 for all)[/dim]")
     console.print("  ranked by what a kernel at the peak would save: GPU time × (1 − share of peak)")
-    console.print("  bound: compute above the ridge point (peak FLOP/s ÷ peak bytes/s), memory below")
+    if not brief:
+        console.print("  bound: compute above the ridge point (peak FLOP/s ÷ peak bytes/s), memory below")
     for line in _left_out(table):
         console.print(f"  {escape(line)}")
     console.print()
@@ -55,13 +58,13 @@ def _peak_text(table: OpTable) -> str:
     return f"{peak.name}: {dense:,.0f} TFLOP/s {kind} dense, {peak.tbps:g} TB/s ({table.found.how})"
 
 
-def _table(rows: list[OpRow], width: int) -> Table:
+def _table(rows: list[OpRow], width: int, lines: int) -> Table:
     cells = [_numbers(row) for row in rows]
     wants = [max(len(header), *(len(cell[i]) for cell in cells)) for i, header in enumerate(HEADERS)]
     # No box, the padding of neighbours collapsed and none at the edges: one space between two columns.
     room = max(16, width - sum(wants) - len(HEADERS) - 2)
     table = Table(box=None, padding=(0, 1), collapse_padding=True, pad_edge=False, header_style="bold")
-    names = [f"{_fold(row.op, room)}\n[dim]{escape(_fold(_detail(row), room, lines=3))}[/dim]" for row in rows]
+    names = [f"{_fold(row.op, room)}\n[dim]{escape(_fold(_detail(row), room, lines))}[/dim]" for row in rows]
     table.add_column("op · input shapes", width=min(room, max(len("op · input shapes"), *(
         len(line) for name in names for line in _plain(name).splitlines()))), no_wrap=True)
     for header, want in zip(HEADERS, wants):

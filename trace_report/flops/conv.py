@@ -1,4 +1,4 @@
-"""Convolutions: FLOPs = 2 · N · Cout · (output positions) · (Cin/groups) · (kernel positions), a multiply-add per
+"""Convolutions and pooling windows: FLOPs = 2 · N · Cout · (output positions) · (Cin/groups) · (kernel positions), a multiply-add per
 weight per output element, which is 2 · (output elements) · (weight elements per output channel); a backward computes
 the input's gradient and the weight's, each as many FLOPs as the forward (output_mask says which it computes).
 Bytes: the input, the weight (and bias) read once, the output written once.
@@ -123,6 +123,48 @@ def cudnn_backward_weight(op: CpuOp) -> Cost:
     return Cost(CONVOLUTION, flops, grad.tensor.nbytes + x.tensor.nbytes + math.prod(size) * grad.tensor.itemsize, dtype)
 
 
+POOLING = "pooling"
+# max_pool2d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode) and its kin: argument indices of
+# (kernel_size, stride, padding, dilation); -1: none (avg_pool2d has no dilation).
+POOLS = {"max_pool1d_with_indices": (1, 2, 3, 4), "max_pool2d_with_indices": (1, 2, 3, 4),
+         "max_pool3d_with_indices": (1, 2, 3, 4), "max_pool2d": (1, 2, 3, 4), "avg_pool2d": (1, 2, 3, -1),
+         "avg_pool3d": (1, 2, 3, -1)}
+
+
+def pool(op: CpuOp) -> Cost:
+    """A pooling window: one comparison or add per input element of each window, the output (and a max's indices,
+    int64) written; the output's size from the kernel size, stride and padding ("Concrete Inputs")."""
+    kernel_at, stride_at, padding_at, dilation_at = POOLS[op.name.removeprefix("aten::")]
+    inputs = tensor_inputs(op)
+    dtype = peak_dtype(op.input_types)
+    if not inputs:
+        return Cost(POOLING, None, None, dtype, "shapes not recorded")
+    x = inputs[0]
+    spatial = len(x.shape) - 2
+    kernel = _per_dim(op, kernel_at, spatial)
+    stride = _per_dim(op, stride_at, spatial) or kernel  # stride=[] means the kernel size
+    padding = _per_dim(op, padding_at, spatial)
+    dilation = _per_dim(op, dilation_at, spatial) if dilation_at >= 0 else (1,) * spatial
+    if kernel is None or stride is None or padding is None or dilation is None or spatial < 1:
+        return Cost(POOLING, None, None, dtype, NOT_RECORDED)
+    out = [(i + 2 * p - d * (k - 1) - 1) // s + 1 for i, s, p, d, k in zip(x.shape[2:], stride, padding, dilation, kernel)]
+    outputs = math.prod(x.shape[:2]) * math.prod(out)
+    indices = 8 * outputs if "max" in op.name else 0
+    return Cost(POOLING, outputs * math.prod(kernel), x.tensor.nbytes + outputs * x.tensor.itemsize + indices, dtype)
+
+
+def pool_backward(op: CpuOp) -> Cost:
+    """max_pool2d_with_indices_backward(grad_output, self, ..., indices): dO and the indices read, dX (self's size)
+    written, one add per dO element; avg_pool2d_backward(grad_output, self, ...) alike without indices."""
+    inputs = tensor_inputs(op)
+    dtype = peak_dtype(op.input_types)
+    if not inputs or len(inputs) < 2:
+        return Cost(POOLING, None, None, dtype, "shapes not recorded")
+    grad, x = inputs[0], inputs[1]
+    moved = sum(i.tensor.nbytes for i in inputs if i is not x) + x.tensor.nbytes
+    return Cost(POOLING, grad.tensor.numel, moved, dtype)
+
+
 def _per_dim(op: CpuOp, index: int, spatial: int) -> tuple[int, ...] | None:
     values = int_list(concrete(op, index)) if index >= 0 else None
     if values is None:
@@ -151,4 +193,7 @@ FORMULAS = {
     "convolution_backward": backward,
     "cudnn_convolution_backward_input": cudnn_backward_input,
     "cudnn_convolution_backward_weight": cudnn_backward_weight,
+    **{name: pool for name in POOLS},
+    **{name: pool_backward for name in ("max_pool2d_with_indices_backward", "max_pool3d_with_indices_backward",
+                                        "avg_pool2d_backward", "avg_pool3d_backward")},
 }

@@ -24,7 +24,7 @@ from trace_report.op_bytes import ITEMSIZE, op_traffic, tensor_inputs
 
 ELEMENTWISE, SOFTMAX, REDUCTION, LOOKUP, COPY, FOREACH, INDUCTOR = (
     "elementwise", "softmax", "reduction", "lookup", "copy", "foreach", "Inductor kernel")
-TENSORLIST = "TensorList: element type not recorded, bytes unknown"
+TENSORLIST = "bytes unknown: a TensorList's element type is not recorded"
 
 # Operations per output element; every name here is a pointwise op (its in-place `_` form too).
 FLOPS_PER_ELEMENT = {
@@ -101,6 +101,9 @@ def pointwise(op: CpuOp) -> Cost:
     traffic = op_traffic(op)
     dtype = peak_dtype(op.input_types)
     if traffic is None:
+        scalars = [ITEMSIZE[kind] for dims, kind in zip(op.input_dims, op.input_types) if dims == () and kind in ITEMSIZE]
+        if scalars and not any(dims for dims in op.input_dims):  # 0-dim tensors (a step counter): one element each
+            return Cost(ELEMENTWISE, FLOPS_PER_ELEMENT[_bare(op)], sum(scalars) + max(scalars), dtype)
         return Cost(ELEMENTWISE, None, None, dtype, _why(op))
     return Cost(ELEMENTWISE, FLOPS_PER_ELEMENT[_bare(op)] * traffic.output.numel, traffic.read + traffic.written, dtype)
 
