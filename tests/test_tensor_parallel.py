@@ -100,7 +100,7 @@ def test_the_timings_table(cpu_run):
     first_cells = [row.split(" | ")[0] for row in rows]
     assert first_cells == ["| variant", "| 1 process", "| DTensor", "| plain + all_reduce", "| overlap, 4 chunks",
                            "| seq-parallel AG + RS"]
-    assert "WRONG" not in table and "× 1 process" in result.stdout
+    assert "WRONG" not in table and "× 1 process run the same way" in result.stdout
 
 
 def test_the_timings_table_keeps_each_variant_name_whole_in_80_columns():
@@ -117,6 +117,24 @@ def test_the_timings_table_keeps_each_variant_name_whole_in_80_columns():
     assert max(map(len, lines)) <= 80
     for name in names:
         assert any(f"│ {name} " in line for line in lines), name
+
+
+def test_each_variant_reads_against_one_gpu_run_the_same_way():
+    """The H200 figures at the post's shape: plain in a CUDA graph is 1.44x one GPU eager but 1.17x one GPU in a
+    CUDA graph, the like-with-like figure the goal reads."""
+    from profiling_in_pytorch.parallel import timing
+
+    rows = [timing.Row("1 GPU", 314.1, 80.0, None), timing.Row("1 GPU, CUDA graph", 256.1, 9.0, None, way="graph"),
+            timing.Row("plain + all_reduce", 262.0, 95.0, 156.0),
+            timing.Row("plain + all_reduce, CUDA graph", 218.8, 9.0, 156.0, way="graph")]
+    cells = {line.split(" | ")[0].removeprefix("| "): line.split(" | ")[1:4]
+             for line in timing.markdown(rows, "t").splitlines() if line.startswith("| ") and "---" not in line}
+    assert cells["variant"][1:3] == ["× 1 GPU run the same way", "× 1 GPU eager"]
+    assert cells["plain + all_reduce, CUDA graph"] == ["218.8", "1.17", "1.44"]
+    assert cells["plain + all_reduce"] == ["262.0", "1.20", "1.20"]
+    assert cells["1 GPU, CUDA graph"] == ["256.1", "1.00", "1.23"]
+    line = timing.goal_line(rows, 1.7)
+    assert "best here 1.20× (plain + all_reduce, against eager on one GPU): not reached" in line, line
 
 
 def test_trace_report_reads_both_ranks_and_finds_the_all_reduce(cpu_run):
