@@ -97,9 +97,10 @@ def test_recording_options_from_the_profilers_metadata_and_from_the_events(tmp_p
 
 
 def _launch_bound_trace(path: Path, *, kernel_us: float, unprofiled: dict | None = None, meta: dict | None = None,
-                        steps: int = 3) -> Path:
+                        steps: int = 3, pause_us: float = 0.0) -> Path:
     """Steps of 100 µs on the CPU, each 4 ops launching one kernel of `kernel_us` (queued behind the GPU's work),
-    then the profiler's closing synchronize; `unprofiled`: the lesson's figures, written first."""
+    `pause_us` of unrecorded CPU time between steps, then the profiler's closing synchronize; `unprofiled`: the
+    lesson's figures, written first."""
     w = TraceWriter()
     t, free = 1_000_000.0, 0.0
     for step in range(2, 2 + steps):
@@ -112,7 +113,7 @@ def _launch_bound_trace(path: Path, *, kernel_us: float, unprofiled: dict | None
             start = max(free, op + 21.0)
             w.gpu("nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT", start, kernel_us, correlation)
             free = start + kernel_us
-        t += 100.0
+        t += 100.0 + pause_us
     w.runtime("cudaDeviceSynchronize", t + 1.0, max(1.0, free - t), cbid=165)
     trace = {**({UNPROFILED_KEY: unprofiled} if unprofiled else {}), **(meta or {}), "schemaVersion": 1,
              "deviceProperties": [{"id": 0, "name": "NVIDIA H100", "computeMajor": 9, "computeMinor": 0}],
@@ -160,7 +161,8 @@ def test_an_untimed_overhead_bound_trace_gets_the_measured_option_costs(tmp_path
     slowdowns = sorted(r.slowdown for r in MEASURED if r.options == {"record_shapes"})
     assert found.exact and found.issue_us == pytest.approx((100.0 / slowdowns[-1], 100.0 / slowdowns[0]), rel=0.02)
     assert found.survives == "likely"  # 36 µs of GPU work: below even the lowest estimate
-    flips = read_trace(_launch_bound_trace(tmp_path / "flips.json", kernel_us=21.0, meta=shapes))
+    # 84 µs of GPU work a step, the GPU idle between steps (a GPU busy 80% of its window is no longer overhead-bound)
+    flips = read_trace(_launch_bound_trace(tmp_path / "flips.json", kernel_us=21.0, meta=shapes, pause_us=30.0))
     assert verdict(flips).kind == "overhead-bound"
     assert observe(flips, verdict(flips)).estimate.survives == "unlikely"  # 84 µs: above the highest
     assert trace_report([str(tmp_path / "flips.json")]) == 0

@@ -21,6 +21,10 @@ MIN_GAP_US = 1.0  # shorter idle stretches on the GPU lane are the hardware's ow
 STARVED_SHARE = 0.5  # the GPU waited on launches for at least this share of its window: the CPU sets the pace
 CLOSE_TO_LINE = (0.8, 1.25)  # GPU work over CPU issue time in this range: both sides matter
 COMMUNICATION_SHARE = 0.5  # collectives run with no other kernel beside them this share of the busy time: their pace
+# A GPU busy this share of its window is not waiting on the CPU, whatever the CPU's ops add up to: their time runs
+# beside the GPU's (a compiled MLP on an H200: CPU 245 µs a step, GPU 213 µs, busy 92% of the window; a DDP rank:
+# 87% busy, its CPU also waiting in the all-reduces' record functions)
+BUSY_SHARE = 0.8
 
 
 @dataclass
@@ -98,8 +102,9 @@ def verdict(trace: Trace) -> Verdict:
     GPU still has queued work: the busier the GPU, the bigger the CPU total. So we weigh the CPU's issue time
     (the total less those waits) against the GPU total, and look at the GPU lane itself: an idle stretch
     where the next work's launch call returned only after the GPU had run dry is the GPU waiting on the CPU.
-    Overhead-bound when issuing takes longer than running, or the GPU spent STARVED_SHARE of its window
-    waiting on launches; compute-bound otherwise. The summary says when the raw totals would answer otherwise.
+    Overhead-bound when issuing takes longer than running while the GPU idles (busy under BUSY_SHARE of its
+    window), or the GPU spent STARVED_SHARE of its window waiting on launches; compute-bound otherwise. The
+    summary says when the raw totals would answer otherwise.
     """
     n = len(trace.steps)
     cpu_total = trace.self_cpu_total_us
@@ -155,9 +160,14 @@ def verdict(trace: Trace) -> Verdict:
             "may be another rank's lateness: read the ranks' traces together (trace-report RUN_rank0.json "
             "RUN_rank1.json ...) for the skew"
         )
-    elif issue > gpu_total:
+    elif issue > gpu_total and busy < BUSY_SHARE * window:
         kind = "overhead-bound"
         why = "issuing the work takes the CPU longer than the GPU takes to run it, so the GPU waits for launches"
+    elif issue > gpu_total:
+        kind = "compute-bound"
+        why = (f"the GPU is busy {busy / window:.0%} of its window: the CPU's ops take longer than the GPU's work "
+               f"({_us(issue / n)} against {_us(gpu_total / n)} a step) but run beside it, so the GPU's work sets the "
+               "pace")
     elif starved_share >= STARVED_SHARE:
         kind = "overhead-bound"
         why = (

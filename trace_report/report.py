@@ -52,7 +52,7 @@ from trace_report.api import Report
 from trace_report.attribution import print_owners
 from trace_report import fusion, graphs  # fusion candidates (fusion.py), CUDA graph replays (graphs.py)
 from trace_report import peaks, roofline  # the ops by roofline against the GPU's peaks
-from trace_report.kernels import decode, distinct_short_names
+from trace_report.kernels import COMMUNICATION, decode, distinct_short_names
 from trace_report.memory import memory_peaks, print_memory
 from trace_report.model import Step, Trace, per_step_count
 from trace_report.observer import observe, print_observed
@@ -310,7 +310,8 @@ def print_report(
         ("the CUDA graph replays", lambda: graphs.print_graph_replays(  # CUDA graphs
             trace, console, kernels=graph_kernels, full_names=full_names, rows=rows), 2),
         ("the per-kernel tables", kernels_section, 1),
-        ("the collectives", lambda: comm.print_communication(found, console, rows=rows) if found else None, 5),
+        ("the collectives", lambda: comm.print_communication(found, console, rows=rows) if found else None,
+         _collectives_keep(summary)),
         ("the verdict's numbers", lambda: print_verdict(trace, console, judged), 7),
         ("where the memory goes", lambda: print_memory(memory_peaks(trace), console, rows=rows), 6),
         ("what the profiler changed", lambda: print_observed(observed, console), 8),
@@ -336,6 +337,17 @@ def print_report(
     left = [name for name, text, _ in rendered if name not in kept and text.strip()]
     if left:
         console.print(f"[dim]left out to fit a screen: {', '.join(left)} (--rows 0 prints every section whole)[/dim]")
+
+
+# Collectives holding this share of the GPU's time or more make the rank what it is (a DDP rank: 24% in its
+# gradients' all-reduces): their section is kept before fusion's and memory's when a screen cannot hold all.
+COLLECTIVES_SHARE = 0.10
+
+
+def _collectives_keep(summary) -> float:
+    """The collectives section's place in what is kept to fit a screen: from what the trace is made of."""
+    comm_us = sum(row.us for row in summary.kinds if row.kind == COMMUNICATION)
+    return 6.5 if summary.total_us and comm_us >= COLLECTIVES_SHARE * summary.total_us else 5
 
 
 def _rendered(console: Console, draw) -> str:

@@ -88,6 +88,9 @@ class TopRow:
     module: str  # the module type that ran it (`Linear`, `LlamaMLP (backward)`), or "" outside modules
     graph: str = ""  # the `## Call CompiledFxGraph <hash> ##` range it ran in (torch.compile), or ""
     region: str = ""  # and the `Torch-Compiled Region: 0/0` around that range, or ""
+    issued_by: str = ""  # a collective launched by `record_param_comms`: the c10d op or FSDP range around it
+    backward_issue: bool = False  # and that op ran in autograd's backward (DDP's reducer hooks)
+    ddp_forward: bool = False  # or inside `DistributedDataParallel.forward`
 
 
 @dataclass
@@ -274,6 +277,8 @@ class _Tally:
             tally.add(us, count, launched_by, place)
             if path and any(box.startswith(GRAPH_CALL) for box in path):
                 tally.graphs[_compiled_graph(path)] += count
+            if launched_by in RECORDING_WRAPPERS:
+                tally.issuers[_issuer(path)] += count
         self.total_us = sum(row[0] for row in self.kinds.values())
         self.items = sum(row[1] for row in self.kinds.values())
 
@@ -292,8 +297,9 @@ class _Tally:
             place = tally.places.most_common(1)[0][0]
             module = (place.chain[-1] + (" (backward)" if place.backward else "")) if place.chain else ""
             graph, region = tally.graphs.most_common(1)[0][0] if tally.graphs else ("", "")
+            issuer = tally.issuers.most_common(1)[0][0] if tally.issuers else ("", False, False)
             rows.append(TopRow(name, short, decoded, tally.kind, tally.count, tally.total_us, launcher or "-", module,
-                               graph, region))
+                               graph, region, *issuer))
         return rows
 
 
@@ -335,12 +341,25 @@ class _NameTally:
     launchers: Counter = field(default_factory=Counter)
     places: Counter = field(default_factory=Counter)
     graphs: Counter = field(default_factory=Counter)  # (compiled graph's range, its region) -> count
+    issuers: Counter = field(default_factory=Counter)  # (issuing op, in the backward, in DDP's forward) -> count
 
     def add(self, us: float, count: int, launched_by: str | None, place: _Place) -> None:
         self.count += count
         self.total_us += us
         self.launchers[launched_by] += count
         self.places[place] += count
+
+
+# Ops that wrap a collective to record it and say nothing of which: the op around them issued it.
+RECORDING_WRAPPERS = {"record_param_comms"}
+
+
+def _issuer(path: tuple[str, ...]) -> tuple[str, bool, bool]:
+    """The op or range that issued a recorded collective (`c10d::allreduce_`, `FSDP::all_gather (layers.0)`), whether
+    it ran in autograd's backward, and whether in DDP's forward."""
+    issuer = next((box for box in reversed(path) if box.startswith(("c10d::", "FSDP::"))), "")
+    backward = any(box.startswith(AUTOGRAD_NODE) for box in path)
+    return issuer, backward, "DistributedDataParallel.forward" in path
 
 
 def _compiled_graph(path: tuple[str, ...]) -> tuple[str, str]:
@@ -552,6 +571,9 @@ def _print_top(summary: Summary, console: Console, rows: int | None = None) -> N
     console.print(fitted_table(columns, cells, console.width, title=title, title_justify="left"))
     for tag, (graph, where) in graphs.items():
         console.print(f"  {escape(tag)}: {escape(graph)}" + (f", {escape(where)}" if where else ""), overflow="fold")
+    for issuer, what in dict.fromkeys((row.issued_by, _issuer_note(row)) for row in shown if row.issued_by):
+        if what:
+            console.print(f"  {escape(issuer)}: {escape(what)}")
 
 
 NAME_LEAST = 24  # a kernel name's column: 72 characters (kernels.name.SHORT_LIMIT) in three lines
@@ -576,9 +598,22 @@ def _graph_tag(graph: str) -> str:
     return "graph " + graph[len(GRAPH_CALL):].strip(" #")[:7]
 
 
+def _issuer_note(row: TopRow) -> str:
+    """What a collective's issuing op was there for, where its place says: DDP's reducer all-reduces the gradient
+    buckets from autograd's hooks; DDP's forward broadcasts the buffers."""
+    if row.issued_by.startswith("c10d::allreduce") and row.backward_issue:
+        return "the gradient buckets' all-reduces, DDP's reducer issuing them from autograd's gradient hooks"
+    if row.issued_by.startswith("c10d::broadcast") and row.ddp_forward:
+        return "DDP's forward broadcasting the module's buffers from rank 0"
+    return ""
+
+
 def _launcher(row: TopRow, graphs: dict) -> str:
     """The launching op as the table says it: a compiled graph's own launch (its `## Call CompiledFxGraph` range, or
-    a Triton kernel's launcher named like the kernel) by the graph's tag."""
+    a Triton kernel's launcher named like the kernel) by the graph's tag; a collective's recording wrapper
+    (`record_param_comms`, which says no collective) by the c10d op or FSDP range that issued it."""
+    if row.issued_by:
+        return row.issued_by
     if row.graph and (row.launched_by.startswith(GRAPH_CALL) or row.launched_by == row.name
                       or row.launched_by.startswith(("triton_", "cpp_fused_"))):
         return _graph_tag(row.graph)

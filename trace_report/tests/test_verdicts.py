@@ -115,3 +115,41 @@ def test_collectives_hidden_behind_compute_do_not_make_a_rank_communication_boun
     assert judged.exposed_communication_share < COMMUNICATION_SHARE <= judged.communication_share
     assert "they are hidden, not setting the pace" in judged.summary
     assert verdict(read_trace(DDP_RANK)).exposed_communication_share >= COMMUNICATION_SHARE  # RCCL waiting, alone
+
+
+# --- a busy GPU, a rank made of collectives ---------------------------------------------------------------------
+A100_DDP = WORLD / "a100_nccl_hta_step5.json.gz"  # a DDP ResNet rank on NCCL: 24% of its GPU time in all-reduces
+
+
+def test_a_gpu_busy_most_of_its_window_is_never_called_overhead_bound():
+    from trace_report.pace import BUSY_SHARE
+    from trace_report.tests.support import FIXTURES, H200_COMPILED
+    for path in sorted(FIXTURES.rglob("*.json.gz")):
+        judged = verdict(read_trace(path))
+        if judged.gpu_idle_fraction is not None and judged.kind == "overhead-bound":
+            assert 1 - judged.gpu_idle_fraction < BUSY_SHARE, path.name
+    # the compiled MLP on an H200: its CPU ops outlast its GPU work, yet the GPU is busy 92% of the window
+    compiled = verdict(read_trace(H200_COMPILED))
+    assert compiled.kind == "compute-bound" and compiled.cpu_us_per_step > compiled.self_gpu_total_us / compiled.steps
+    assert "the GPU is busy 92% of its window" in compiled.summary
+
+
+def test_a_rank_whose_collectives_hold_a_tenth_of_its_gpu_keeps_them_on_a_screen(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
+    assert trace_report([str(DDP_RANK)]) == 0  # 69% in RCCL's all-reduce, and fusion candidates too
+    out = capsys.readouterr().out
+    left = next((line for line in out.splitlines() if line.startswith("left out to fit a screen")), "")
+    assert "collectives" not in left and "exposed" in out  # the collectives' table is printed
+    assert len(out.splitlines()) <= 120
+
+
+def test_a_recorded_collective_is_said_by_the_op_that_issued_it(capsys, monkeypatch):
+    # NCCL's kernels are launched inside `record_param_comms`, which names no collective: c10d's op around it does,
+    # and from autograd's hooks it is DDP's reducer all-reducing the gradient buckets
+    monkeypatch.setenv("COLUMNS", "100")
+    assert trace_report([str(A100_DDP)]) == 0
+    out = capsys.readouterr().out
+    top = out[out.index("top kernels"): out.index("GPU idle")]
+    nccl = next(line for line in top.splitlines() if "ncclKernel_AllReduce" in line)
+    assert "c10d::allreduce_" in nccl and "record_param_comms" not in top
+    assert "the gradient buckets' all-reduces, DDP's reducer" in " ".join(top.split())
