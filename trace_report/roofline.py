@@ -146,6 +146,7 @@ class OpTable:
     """The rows, the peaks they are weighed against, and the GPU time no row holds."""
 
     trace: str
+    device: str | None  # the GPU as the trace names it
     steps: int
     found: Found | None
     has_gpu: bool
@@ -188,7 +189,7 @@ class OpTable:
 def op_table(trace: Trace, peak: tuple[float, float] | None = None) -> OpTable:
     """The op table of `trace` (see the module's docstring); `peak`: (TFLOP/s, TB/s) from --peak."""
     steps = len(trace.steps)
-    table = OpTable(trace.name, steps, find(trace, peak), trace.has_gpu,
+    table = OpTable(trace.name, trace.device, steps, find(trace, peak), trace.has_gpu,
                     any(op.input_dims for step in trace.steps for op in step.ops))
     rows: dict[tuple, OpRow] = {}
     for step in trace.steps:

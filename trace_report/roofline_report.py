@@ -49,7 +49,8 @@ def print_op_table(table: OpTable, console: Console, *, rows: int | None = None,
 
 def _peak_text(table: OpTable) -> str:
     if table.found is None:
-        return "no peaks known for this GPU: rates without shares of peak (--peak TFLOPS,TBPS sets them)"
+        gpu = (table.device or "this GPU").split(" (")[0]
+        return f"no peaks known for {gpu}: rates without shares of peak (--peak TFLOPS,TBPS sets them)"
     peak = table.found.peak
     if peak.name == "given":
         return table.found.how

@@ -12,6 +12,7 @@ reads and writes its first input; a lookup reads what it picks).
     Inductor       `triton_poi_` (pointwise), `triton_red_`/`triton_per_` (reductions): the recorded arguments are the
                    kernel's buffers, inputs and outputs alike, each moved once: their bytes; the FLOPs of the fused
                    ops are not in the trace
+    vLLM           its fp8 quantization (2 per element) and its KV-cache writes (bytes only), CUSTOM below
 """
 
 from __future__ import annotations
@@ -83,8 +84,36 @@ def pointwise_formula(base: str):
 
 
 def generated_formula(name: str):
-    """Inductor's kernels, which the trace names as ops: their bytes."""
+    """Inductor's kernels, which the trace names as ops: their bytes; vLLM's cache writes and fp8 quantization."""
+    if name in CUSTOM:
+        return CUSTOM[name]
     return inductor if name.startswith(INDUCTOR_PREFIXES) else None
+
+
+def fp8_quant(op: CpuOp) -> Cost:
+    """vLLM's `_C::static_scaled_fp8_quant(out, input, scale)`: each element scaled and clamped (2), read once, written
+    once at out's 1 byte."""
+    inputs = tensor_inputs(op)
+    if not inputs or len(inputs) < 2:
+        return Cost(ELEMENTWISE, None, None, "", _why(op))
+    out, x = inputs[0], inputs[1]
+    return Cost(ELEMENTWISE, 2 * x.tensor.numel, x.tensor.nbytes + out.tensor.nbytes, peak_dtype(op.input_types[1:]))
+
+
+def cache_write(op: CpuOp) -> Cost:
+    """vLLM's `_C_cache_ops::reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping, ...)`: the new
+    keys and values read and written into their slots at the caches' element size, the slots read."""
+    inputs = tensor_inputs(op)
+    if not inputs or len(inputs) < 5:
+        return Cost(COPY, None, None, "", _why(op))
+    key, value, key_cache, value_cache, slots = inputs[:5]
+    written = key.tensor.numel * key_cache.tensor.itemsize + value.tensor.numel * value_cache.tensor.itemsize
+    return Cost(COPY, 0, key.tensor.nbytes + value.tensor.nbytes + slots.tensor.nbytes + written,
+                peak_dtype(op.input_types))
+
+
+CUSTOM = {"_C::static_scaled_fp8_quant": fp8_quant, "_C::dynamic_scaled_fp8_quant": fp8_quant,
+          "_C_cache_ops::reshape_and_cache_flash": cache_write, "_C_cache_ops::reshape_and_cache": cache_write}
 
 
 def _bytes(op: CpuOp) -> int | None:

@@ -210,3 +210,14 @@ def test_an_op_no_table_knows_has_no_cost():
 def test_an_op_recorded_without_shapes_is_of_its_family_with_no_numbers(name):
     cost = op_cost(CpuOp(name, 0.0, 1.0, 0, 0))
     assert cost is not None and cost.flops is None and cost.bytes is None
+
+
+def test_vllms_cache_write_and_fp8_quantization():
+    """reshape_and_cache_flash: 888 tokens' key and value [888, 1, 64] bf16 into fp8 caches (1 byte), int64 slots."""
+    kv = ((888, 1, 64), BF16)
+    cache = ((4213816, 16, 1, 64), "unsigned char")
+    cost = op_cost(op("_C_cache_ops::reshape_and_cache_flash", kv, kv, cache, cache, ((888,), I64), ((), ""),
+                      ((), FP32), ((), FP32)))
+    assert cost.flops == 0 and cost.bytes == 2 * 888 * 64 * 2 + 888 * 8 + 2 * 888 * 64 * 1
+    quant = op_cost(op("_C::static_scaled_fp8_quant", ((888, 512), FP8), ((888, 512), BF16), ((), FP32)))
+    assert quant.flops == 2 * 888 * 512 and quant.bytes == 888 * 512 * (2 + 1)

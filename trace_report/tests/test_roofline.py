@@ -100,6 +100,8 @@ def test_an_unknown_gpu_gets_rates_without_shares():
     bmm = next(row for row in table.rows if row.op == "aten::bmm")
     assert bmm.tflops is not None and bmm.tbps is not None
     assert bmm.bound is None and bmm.peak_share is None
+    result = run_report(WORLD / "b300_sm103_moe_microbench.json.gz", env={"COLUMNS": "120"})
+    assert "no peaks known for NVIDIA B300 SXM6 AC: rates without shares of peak" in result.stdout
 
 
 def test_the_peaks_table_is_fusions_bandwidth():
