@@ -321,3 +321,28 @@ def test_rounding_budget_splits_the_emulated_error_by_tensor():
     assert abs(sum(e * e for e in singles) ** 0.5 / budget["all four"] - 1) < 0.2, budget
     assert budget["all four"] == pytest.approx(relative_error(emulated_fp8_mlp(x, *weights).float(),
                                                               mlp.float()(x)), rel=1e-3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("down", [None, "triton"])
+def test_fused_fp8_calls_after_the_first_launch_the_kept_kernels_and_replay_in_a_graph_on_gpu(down):
+    from profiling_in_pytorch.mlp.fp8 import FusedFP8GeGLUMLP, fp8_unavailable
+
+    if not torch.cuda.is_available() or fp8_unavailable(torch.device("cuda"), fused=True):
+        pytest.skip("needs a GPU with FP8 tensor cores and TMA (sm_90+)")
+    torch.manual_seed(0)
+    mlp = SimpleGeGLUMLP(768, 3072).to("cuda", torch.bfloat16)
+    fused = FusedFP8GeGLUMLP(mlp, down=down)
+    x = torch.randn(4, 256, 768, device="cuda", dtype=torch.bfloat16)
+    with torch.inference_mode():
+        first = fused(x)  # tunes, compiles, keeps the three launches ready
+        again = fused(x)
+        other = torch.randn_like(x)
+        error = relative_error(fused(other), mlp.float()(other.float()))
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            captured = fused(x)
+        graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(again, first) and torch.equal(captured, first)
+    assert error <= 0.08

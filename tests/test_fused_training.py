@@ -104,6 +104,13 @@ def _interpreter_worker() -> None:
                 "describe": saved.describe(), "bytes": saved.activation_bytes}
         with torch.no_grad():
             results[f"no_grad/{dtype_name}"] = {"grad_fn": fused(x.clone().requires_grad_(True)).grad_fn is not None}
+        # A second training call launches the kept kernels (launch.py's ReadyLaunch): the same output and gradients.
+        dy = torch.randn(2, 3, 40, dtype=dtype)
+        for recompute_h in (False, True):
+            fused.recompute_h = recompute_h
+            first, again = _train_once(fused, x, dy), _train_once(fused, x, dy)
+            results[f"repeat/{dtype_name}/recompute_h={recompute_h}"] = {
+                "equal": all(torch.equal(a, b) for a, b in zip(first, again))}
     print(json.dumps(results))
 
 
@@ -201,3 +208,9 @@ def test_gradients_match_fp32_no_worse_than_eager_on_gpu(shape, dtype_name, reco
         assert a.dtype == dtype and a.shape == w.shape, name
         assert check_output(a, w, dtype).ok, name
         assert relative_error(a, w) <= relative_error(e, w), (name, relative_error(a, w), relative_error(e, w))
+
+
+@pytest.mark.parametrize("recompute_h", [False, True])
+@pytest.mark.parametrize("dtype_name", list(DTYPES))
+def test_a_second_training_call_launches_the_kept_kernels_alike(interpreter_results, dtype_name, recompute_h):
+    assert interpreter_results[f"repeat/{dtype_name}/recompute_h={recompute_h}"]["equal"]

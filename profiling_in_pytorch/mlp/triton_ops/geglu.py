@@ -29,13 +29,15 @@ Both run under Triton's interpreter (TRITON_INTERPRET=1) on a CPU, which is how 
 
 from __future__ import annotations
 
+import contextlib
 import functools
-import os
 
 import torch
 import triton
 import triton.language as tl
 from triton.runtime.errors import OutOfResources
+
+from profiling_in_pytorch.mlp.triton_ops.launch import INTERPRETING, ReadyLaunch, interpreted
 
 try:  # Triton >= 3.4: host-side tensor descriptors (TMA) for NVIDIA GPUs and the interpreter
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -237,8 +239,6 @@ POINTER_CONFIGS = [  # more tokens, without TMA (odd sizes, strided inputs, GPUs
     _config(128, 64, 64, 3, 8),
     _config(64, 64, 64, 3, 4),
 ]
-# Triton reads TRITON_INTERPRET when it decorates the kernels, at import: so do we.
-INTERPRETING = os.environ.get("TRITON_INTERPRET", "0") == "1"
 # Under the interpreter there is nothing to time: small tiles that still give several K steps, several tiles
 # per persistent program and partial tiles at every edge.
 _INTERPRETER_TMA_CONFIG = _config(16, 16, 16, 1, 4, group_m=2, FLATTEN=True, GATE_UP_TMA=True)
@@ -251,28 +251,28 @@ _INTERPRETER_PROGRAMS = 2
 _best_config: dict[tuple, triton.Config] = {}
 
 
-# Decode-sized calls (up to SMALL_M tokens) come back with the same shapes token after token: their compiled
-# kernel is kept ready to launch, keyed by everything Triton specializes it on (shapes, strides, dtypes, device,
-# 16-byte alignment). kernel[grid] binds and specializes all 18 arguments in Python on every call: 15-18 us of
-# host time on the H200's host, longer than the 8-token GEMM runs on the GPU; the compiled kernel's own launcher
-# takes 7-9 us (README).
-_ready_launches: dict[tuple, tuple] = {}
+# Every call after a key's first launches through a `ReadyLaunch` (launch.py): the tuned configuration, the grid,
+# the compiled kernel and its integer arguments are fixed for the key, the weights' CUtensorMaps encoded once.
+# The key holds everything Triton specializes the kernel on (shapes, strides, dtypes, device, 16-byte alignment)
+# and every check below depends on, so a call that finds its key skips them. On the H200's host at the post's
+# shape this took the module's forward from 107 to about 40 µs of CPU time (docs/fused-mlp.md).
+_ready_launches: dict[tuple, "_ReadyGeGLU"] = {}
+# Distinct keys kept (varying sequence lengths make new ones); past it the cache starts again.
+MAX_READY_LAUNCHES = 256
 
 
-def _ready_key(x: torch.Tensor, w_gate_up: torch.Tensor) -> tuple:
-    aligned = (x.data_ptr() % 16 == 0) and (w_gate_up.data_ptr() % 16 == 0)
-    return x.shape, x.stride(), w_gate_up.shape, w_gate_up.stride(), x.dtype, w_gate_up.dtype, x.device, aligned
+def _ready_key(x: torch.Tensor, w_gate_up: torch.Tensor, gate_up_out: torch.Tensor | None = None) -> tuple:
+    key = (x.shape, x.stride(), w_gate_up.shape, w_gate_up.stride(), x.dtype, w_gate_up.dtype, x.device,
+           x.data_ptr() % 16 == 0, w_gate_up.data_ptr() % 16 == 0)
+    if gate_up_out is None:
+        return key
+    return key + (gate_up_out.shape, gate_up_out.stride(), gate_up_out.dtype, gate_up_out.data_ptr() % 16 == 0)
 
 
-def _keep_ready(key: tuple, compiled, grid: tuple, args: dict, out_shape: tuple) -> None:
-    """Remember how to launch `compiled` (what kernel[grid] returned) again with these arguments."""
-    try:
-        runner = compiled[tuple(grid) + (1,) * (3 - len(grid))]
-    except (TypeError, AttributeError):  # pragma: no cover - a Triton whose compiled kernels launch otherwise
-        return
-    arg_names = _geglu_gemm_kernel.arg_names
-    tail = tuple(args[name] for name in arg_names[3:])  # all but x, w_gate_up, h: fixed for this key (gu_ptr: None)
-    _ready_launches[key] = (runner, tail, out_shape)
+def keep_ready(cache: dict, key: tuple, ready) -> None:
+    if len(cache) >= MAX_READY_LAUNCHES:
+        cache.clear()
+    cache[key] = ready
 
 
 @functools.lru_cache(maxsize=None)
@@ -365,16 +365,12 @@ def geglu_gemm(
     gate_up_out: a contiguous [M, 2N] tensor that also receives the pre-activations x @ W_gate_up.T, interleaved
     (column 2j the gate, 2j + 1 the up projection of column j), what a backward needs (`geglu_gemm_backward`).
     """
-    if out is None and gate_up_out is None and config is None and use_tma is None and x.ndim == 2 and x.shape[0] <= SMALL_M:
-        ready_key = _ready_key(x, w_gate_up)
+    ready_key = None
+    if out is None and config is None and use_tma is None:
+        ready_key = _ready_key(x, w_gate_up, gate_up_out)
         ready = _ready_launches.get(ready_key)
-        if ready is not None:  # checked and tuned when the key was stored
-            runner, tail, out_shape = ready
-            h = x.new_empty(out_shape)
-            runner(x, w_gate_up, h, *tail)
-            return h
-    else:
-        ready_key = None
+        if ready is not None:  # checked, tuned and compiled when the key was stored
+            return ready(x, w_gate_up, gate_up_out)
     if x.dtype not in SUPPORTED_DTYPES or w_gate_up.dtype != x.dtype:
         raise TypeError(f"geglu_gemm runs in bfloat16 or float16 (x and weight alike), got {x.dtype}, {w_gate_up.dtype}")
     if x.ndim != 2 or w_gate_up.ndim != 2 or w_gate_up.shape[1] != x.shape[1] or w_gate_up.shape[0] % 2:
@@ -402,24 +398,26 @@ def geglu_gemm(
     store_gate_up = gate_up_out is not None
     # The interpreter has no PTX (so no tanh.approx) and stores bfloat16 as raw integers, which its tl.dot would
     # multiply as integers: it gets the portable tanh and fp32 dot operands.
-    fast_tanh = not INTERPRETING
-    interpreted_bf16 = INTERPRETING and x.dtype == torch.bfloat16
+    flags = dict(STORE_GATE_UP=store_gate_up, FAST_TANH=not INTERPRETING,
+                 INTERPRETED_BF16=INTERPRETING and x.dtype == torch.bfloat16)
     key = (use_tma, store_gate_up, min(triton.next_power_of_2(M), 8192), N, K, x.dtype, x.get_device())
 
     if use_tma:
+        kernel = _geglu_gemm_tma_kernel
         num_programs_max = _INTERPRETER_PROGRAMS if INTERPRETING else _num_sms(x.get_device())
+        fed = ("x_desc", "w_desc", "h_desc") + (("gu_desc", "gu_ptr") if store_gate_up else ())
 
-        def launch(c):
+        def arguments(c):
             bm, bn, bk = c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"]
-            tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
-            _geglu_gemm_tma_kernel[(min(num_programs_max, tiles),)](
+            grid = (min(num_programs_max, triton.cdiv(M, bm) * triton.cdiv(N, bn)),)
+            args = [
                 TensorDescriptor.from_tensor(x, [bm, bk]),
                 TensorDescriptor.from_tensor(w_gate_up, [2 * bn, bk]),
                 TensorDescriptor.from_tensor(h, [bm, bn]),
                 TensorDescriptor.from_tensor(gate_up_out, [bm, 2 * bn]) if store_gate_up else None, gate_up_out,
-                M, N, K, **{"GATE_UP_TMA": True, **c.kwargs}, STORE_GATE_UP=store_gate_up, FAST_TANH=fast_tanh, INTERPRETED_BF16=interpreted_bf16,
-                num_warps=c.num_warps, num_stages=c.num_stages,
-            )
+                M, N, K,
+            ]
+            return grid, args, {"GATE_UP_TMA": True, **c.kwargs, **flags}
 
         def candidates():
             if INTERPRETING:
@@ -427,18 +425,14 @@ def geglu_gemm(
             return TMA_CONFIGS_STORING_GATE_UP if store_gate_up else TMA_CONFIGS
 
     else:
+        kernel = _geglu_gemm_kernel
+        fed = ("x_ptr", "w_ptr", "h_ptr") + (("gu_ptr",) if store_gate_up else ())
 
-        def launch(c):
+        def arguments(c):
             grid = (triton.cdiv(M, c.kwargs["BLOCK_M"]) * triton.cdiv(N, c.kwargs["BLOCK_N"]),)
-            args = dict(
-                x_ptr=x, w_ptr=w_gate_up, h_ptr=h, gu_ptr=gate_up_out, M=M, N=N, K=K,
-                stride_xm=x.stride(0), stride_xk=x.stride(1), stride_wn=w_gate_up.stride(0),
-                stride_wk=w_gate_up.stride(1), stride_hm=h.stride(0), stride_hn=h.stride(1),
-                **c.kwargs, STORE_GATE_UP=store_gate_up, FAST_TANH=fast_tanh, INTERPRETED_BF16=interpreted_bf16,
-            )
-            compiled = _geglu_gemm_kernel[grid](**args, num_warps=c.num_warps, num_stages=c.num_stages)
-            if ready_key is not None and not INTERPRETING and c is _best_config.get(key):
-                _keep_ready(ready_key, compiled, grid, args, (M, N))
+            args = [x, w_gate_up, h, gate_up_out, M, N, K, x.stride(0), x.stride(1), w_gate_up.stride(0),
+                    w_gate_up.stride(1), h.stride(0), h.stride(1)]
+            return grid, args, {**c.kwargs, **flags}
 
         def candidates():
             if INTERPRETING:
@@ -447,13 +441,36 @@ def geglu_gemm(
                 return _small_m_configs(max(16, triton.next_power_of_2(M)))
             return POINTER_CONFIGS
 
+    def launch(c):
+        grid, args, constants = arguments(c)
+        with interpreted(kernel) if INTERPRETING else contextlib.nullcontext():
+            kernel[grid](*args, **constants, num_warps=c.num_warps, num_stages=c.num_stages)
+
     chosen = config or _best_config.get(key)
     if chosen is None:
         _refuse_under_capture(key)
         chosen = _tune(key, candidates(), launch)
-    if INTERPRETING:  # the kernel runs as Python on the CPU: name it in a CPU trace, as a GPU lane names a kernel
-        with torch.profiler.record_function((_geglu_gemm_tma_kernel if use_tma else _geglu_gemm_kernel).fn.__name__):
-            launch(chosen)
-    else:
+    if ready_key is None:
         launch(chosen)
+        return h
+    # Kept for the next call with this key: launching it now is this call's launch.
+    grid, args, constants = arguments(chosen)
+    args += [constants[name] for name in kernel.arg_names[len(args):]]
+    ready = ReadyLaunch(kernel, grid, args, {"num_warps": chosen.num_warps, "num_stages": chosen.num_stages}, fed)
+    keep_ready(_ready_launches, ready_key, _ReadyGeGLU(ready, (M, N), store_gate_up))
     return h
+
+
+class _ReadyGeGLU:
+    """geglu_gemm for one key: allocate h, launch."""
+
+    def __init__(self, launch: ReadyLaunch, out_shape: tuple[int, int], store_gate_up: bool):
+        self.launch, self.out_shape, self.store_gate_up = launch, out_shape, store_gate_up
+
+    def __call__(self, x: torch.Tensor, w_gate_up: torch.Tensor, gate_up_out: torch.Tensor | None) -> torch.Tensor:
+        h = x.new_empty(self.out_shape)
+        if self.store_gate_up:
+            self.launch(x, w_gate_up, h, gate_up_out, gate_up_out)
+        else:
+            self.launch(x, w_gate_up, h)
+        return h

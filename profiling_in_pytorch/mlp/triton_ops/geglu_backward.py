@@ -26,6 +26,8 @@ Two kernels, as for the forward: `_geglu_backward_tma_kernel` (Hopper, TMA, pers
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import triton
 import triton.language as tl
@@ -43,8 +45,10 @@ from profiling_in_pytorch.mlp.triton_ops.geglu import (
     _tile_coords,
     _tma_compatible,
     _tune,
+    keep_ready,
     stored,
 )
+from profiling_in_pytorch.mlp.triton_ops.launch import ReadyLaunch, interpreted
 
 
 @triton.jit
@@ -235,6 +239,16 @@ def backward_uses_tma(dy: torch.Tensor, w_down: torch.Tensor) -> bool:
     return _tma_compatible(dy, w_down)
 
 
+# After a key's first call, a `ReadyLaunch` (launch.py), as geglu_gemm's: six descriptors a call otherwise builds.
+_ready_backward: dict[tuple, "_ReadyBackward"] = {}
+
+
+def _ready_backward_key(dy: torch.Tensor, w_down: torch.Tensor, gate_up: torch.Tensor, recompute_h: bool) -> tuple:
+    return (dy.shape, dy.stride(), w_down.shape, w_down.stride(), gate_up.shape, gate_up.stride(), dy.dtype,
+            w_down.dtype, gate_up.dtype, dy.device, recompute_h, dy.data_ptr() % 16 == 0,
+            w_down.data_ptr() % 16 == 0, gate_up.data_ptr() % 16 == 0)
+
+
 def geglu_gemm_backward(
     dy: torch.Tensor,
     w_down: torch.Tensor,
@@ -252,6 +266,12 @@ def geglu_gemm_backward(
     recomputed (None with recompute_h=False, when the forward kept its own h). Products accumulate in fp32 and
     the derivative is taken on fp32 values: each output is rounded once.
     """
+    ready_key = None
+    if config is None and use_tma is None:
+        ready_key = _ready_backward_key(dy, w_down, gate_up, recompute_h)
+        ready = _ready_backward.get(ready_key)
+        if ready is not None:  # checked, tuned and compiled when the key was stored
+            return ready(dy, w_down, gate_up)
     if dy.dtype not in SUPPORTED_DTYPES or w_down.dtype != dy.dtype or gate_up.dtype != dy.dtype:
         raise TypeError(f"geglu_gemm_backward runs in bfloat16 or float16, got {dy.dtype}, {w_down.dtype}, {gate_up.dtype}")
     if dy.ndim != 2 or w_down.ndim != 2 or w_down.shape[0] != dy.shape[1] or gate_up.shape != (dy.shape[0], 2 * w_down.shape[1]):
@@ -262,55 +282,85 @@ def geglu_gemm_backward(
     M, K = dy.shape
     N = w_down.shape[1]
     dgate_up = torch.empty_like(gate_up)
-    h = torch.empty((M, N) if recompute_h else (0, 0), device=dy.device, dtype=dy.dtype)
+    # Without recompute_h the kernel writes no h: dgate_up stands in for its pointer (same dtype and alignment).
+    h = torch.empty((M, N), device=dy.device, dtype=dy.dtype) if recompute_h else dgate_up
     if M == 0 or N == 0:
         return dgate_up, h if recompute_h else None
     if K == 0:  # dh = 0: no gradient reaches g and u; h still needs computing
-        dy, w_down, K = dy.new_zeros((M, 1)), w_down.new_zeros((1, N)), 1
+        dy, w_down, K, ready_key = dy.new_zeros((M, 1)), w_down.new_zeros((1, N)), 1, None
     if use_tma is None:
         use_tma = backward_uses_tma(dy, w_down)
-    fast_tanh = not INTERPRETING
-    interpreted_bf16 = INTERPRETING and dy.dtype == torch.bfloat16
+    flags = dict(WRITE_H=recompute_h, FAST_TANH=not INTERPRETING,
+                 INTERPRETED_BF16=INTERPRETING and dy.dtype == torch.bfloat16)
     key = ("backward", recompute_h, use_tma, min(triton.next_power_of_2(M), 8192), N, K, dy.dtype, dy.get_device())
 
     if use_tma:
+        kernel = _geglu_backward_tma_kernel
         num_programs_max = _INTERPRETER_PROGRAMS if INTERPRETING else _num_sms(dy.get_device())
+        # Fed at each call: dy, w_down, gate_up, dgate_up (both halves' descriptors: the second N elements in),
+        # h, then the three pointers.
+        fed = ("dy_desc", "w_desc", "gu_desc", "dgate_desc", ("dup_desc", N)) + (("h_desc",) if recompute_h else ())
+        fed += ("gu_ptr", "dgu_ptr", "h_ptr")
 
-        def launch(c):
-            kwargs = dict(c.kwargs)
-            one_tile_each = kwargs.setdefault("ONE_TILE_EACH", False)
-            bm, bn, bk = kwargs["BLOCK_M"], kwargs["BLOCK_N"], kwargs["BLOCK_K"]
+        def arguments(c):
+            constants = dict(c.kwargs)
+            one_tile_each = constants.setdefault("ONE_TILE_EACH", False)
+            bm, bn, bk = constants["BLOCK_M"], constants["BLOCK_N"], constants["BLOCK_K"]
             tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
-            _geglu_backward_tma_kernel[(tiles if one_tile_each else min(num_programs_max, tiles),)](
+            args = [
                 TensorDescriptor.from_tensor(dy, [bm, bk]),
                 TensorDescriptor.from_tensor(w_down, [bk, bn]),
                 TensorDescriptor.from_tensor(gate_up, [bm, 2 * bn]),
                 TensorDescriptor.from_tensor(dgate_up[:, :N], [bm, bn]),
                 TensorDescriptor.from_tensor(dgate_up[:, N:], [bm, bn]),
                 TensorDescriptor.from_tensor(h, [bm, bn]) if recompute_h else None,
-                gate_up, dgate_up, h,
-                M, N, K, **kwargs, WRITE_H=recompute_h, FAST_TANH=fast_tanh, INTERPRETED_BF16=interpreted_bf16,
-                num_warps=c.num_warps, num_stages=c.num_stages,
-            )
+                gate_up, dgate_up, h, M, N, K,
+            ]
+            return (tiles if one_tile_each else min(num_programs_max, tiles),), args, {**constants, **flags}
 
         candidates = INTERPRETER_TMA_CONFIGS[:1] if INTERPRETING else TMA_CONFIGS
     else:
+        kernel = _geglu_backward_kernel
+        fed = ("dy_ptr", "w_ptr", "gu_ptr", "dgu_ptr", "h_ptr")
 
-        def launch(c):
+        def arguments(c):
             grid = (triton.cdiv(M, c.kwargs["BLOCK_M"]) * triton.cdiv(N, c.kwargs["BLOCK_N"]),)
-            _geglu_backward_kernel[grid](
-                dy, w_down, gate_up, dgate_up, h, M, N, K,
-                dy.stride(0), dy.stride(1), w_down.stride(0), w_down.stride(1),
-                **c.kwargs, WRITE_H=recompute_h, FAST_TANH=fast_tanh, INTERPRETED_BF16=interpreted_bf16,
-                num_warps=c.num_warps, num_stages=c.num_stages,
-            )
+            args = [dy, w_down, gate_up, dgate_up, h, M, N, K, dy.stride(0), dy.stride(1), w_down.stride(0),
+                    w_down.stride(1)]
+            return grid, args, {**c.kwargs, **flags}
 
         candidates = [_INTERPRETER_POINTER_CONFIG] if INTERPRETING else POINTER_CONFIGS
 
+    def launch(c):
+        grid, args, constants = arguments(c)
+        with interpreted(kernel) if INTERPRETING else contextlib.nullcontext():
+            kernel[grid](*args, **constants, num_warps=c.num_warps, num_stages=c.num_stages)
+
     chosen = config or _best_config.get(key) or _tune(key, candidates, launch)
-    if INTERPRETING:  # named in a CPU trace, as a GPU lane names a kernel
-        with torch.profiler.record_function((_geglu_backward_tma_kernel if use_tma else _geglu_backward_kernel).fn.__name__):
-            launch(chosen)
-    else:
+    if ready_key is None:
         launch(chosen)
+    else:  # kept for the next call with this key: launching it now is this call's launch
+        grid, args, constants = arguments(chosen)
+        args += [constants[name] for name in kernel.arg_names[len(args):]]
+        ready = ReadyLaunch(kernel, grid, args, {"num_warps": chosen.num_warps, "num_stages": chosen.num_stages},
+                            fed)
+        keep_ready(_ready_backward, ready_key, _ReadyBackward(ready, (M, N), recompute_h, use_tma))
     return dgate_up, h if recompute_h else None
+
+
+class _ReadyBackward:
+    """geglu_gemm_backward for one key: allocate dgate_up (and h), launch."""
+
+    def __init__(self, launch: ReadyLaunch, h_shape: tuple[int, int], recompute_h: bool, use_tma: bool):
+        self.launch, self.h_shape, self.recompute_h, self.use_tma = launch, h_shape, recompute_h, use_tma
+
+    def __call__(self, dy: torch.Tensor, w_down: torch.Tensor, gate_up: torch.Tensor):
+        dgate_up = torch.empty_like(gate_up)
+        h = dy.new_empty(self.h_shape) if self.recompute_h else dgate_up
+        if not self.use_tma:
+            self.launch(dy, w_down, gate_up, dgate_up, h)
+        elif self.recompute_h:
+            self.launch(dy, w_down, gate_up, dgate_up, dgate_up, h, gate_up, dgate_up, h)
+        else:
+            self.launch(dy, w_down, gate_up, dgate_up, dgate_up, gate_up, dgate_up, h)
+        return dgate_up, h if self.recompute_h else None
