@@ -23,7 +23,8 @@ _SEAMS = ("::", "_", " · ", ".", " ")
 
 def print_op_table(table: OpTable, console: Console, *, rows: int | None = None, brief: bool = False) -> None:
     """The section: one line without shapes (the flag that records them), else the peaks, the table and what no row
-    holds. `brief`: the peaks' source and the reading's second line left out, shapes in two lines at most."""
+    holds. `brief`: the peaks' source and the reading's second line left out, an op's name in three lines at most and
+    its shapes in two (an ellipsis where cut); else every name and shape whole."""
     if not table.has_gpu:
         return
     if not table.has_shapes:
@@ -36,7 +37,7 @@ def print_op_table(table: OpTable, console: Console, *, rows: int | None = None,
         console.print(f"[dim]  peaks: {escape(source.removesuffix(')'))}[/dim]")
     shown = table.rows if rows is None else table.rows[:rows]
     if shown:
-        console.print(_table(shown, console.width, 2 if brief else 3))
+        console.print(_table(shown, console.width, brief))
     if len(shown) < len(table.rows):
         console.print(f"[dim]… {len(table.rows) - len(shown)} more ops (--rows 0 for all)[/dim]")
     console.print("  ranked by what a kernel at the peak would save: GPU time × (1 − share of peak)")
@@ -59,13 +60,15 @@ def _peak_text(table: OpTable) -> str:
     return f"{peak.name}: {dense:,.0f} TFLOP/s {kind} dense, {peak.tbps:g} TB/s ({table.found.how})"
 
 
-def _table(rows: list[OpRow], width: int, lines: int) -> Table:
+def _table(rows: list[OpRow], width: int, brief: bool) -> Table:
     cells = [_numbers(row) for row in rows]
     wants = [max(len(header), *(len(cell[i]) for cell in cells)) for i, header in enumerate(HEADERS)]
     # No box, the padding of neighbours collapsed and none at the edges: one space between two columns.
     room = max(16, width - sum(wants) - len(HEADERS) - 2)
     table = Table(box=None, padding=(0, 1), collapse_padding=True, pad_edge=False, header_style="bold")
-    names = [f"{_fold(row.op, room)}\n[dim]{escape(_fold(_detail(row), room, lines))}[/dim]" for row in rows]
+    name_lines, detail_lines = (3, 2) if brief else (None, None)
+    names = [f"{escape(_fold(row.op, room, name_lines))}\n[dim]{escape(_fold(_detail(row), room, detail_lines))}[/dim]"
+             for row in rows]
     table.add_column("op · input shapes", width=min(room, max(len("op · input shapes"), *(
         len(line) for name in names for line in _plain(name).splitlines()))), no_wrap=True)
     for header, want in zip(HEADERS, wants):
@@ -107,9 +110,9 @@ def _amount(value: float | None, unit: float) -> str:
     return "<0.001"
 
 
-def _fold(text: str, width: int, lines: int = 2) -> str:
+def _fold(text: str, width: int, lines: int | None = None) -> str:
     """`text` in lines of at most `width`, broken after a seam (`::`, `_`, ` · `, a space), never inside a word or
-    number where a seam will do; at most `lines` lines, an ellipsis where it was cut."""
+    number where a seam will do; at most `lines` lines (None: all), an ellipsis where it was cut."""
     if len(text) <= width:
         return text
     out, line, piece = [], "", ""
@@ -125,7 +128,7 @@ def _fold(text: str, width: int, lines: int = 2) -> str:
             line += piece
             piece = ""
     out.append(line)
-    if len(out) > lines:
+    if lines is not None and len(out) > lines:
         out = out[:lines]
         out[-1] = out[-1][: width - 1].rstrip() + "…"
     return "\n".join(part.rstrip() for part in out)

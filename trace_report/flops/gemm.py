@@ -31,9 +31,12 @@ GEMM = "GEMM"
 OUT_DTYPE_NOT_RECORDED = "output taken as bf16 (out_dtype not recorded)"
 
 
-def _cost(op: CpuOp, flops: int, out_numel: int, out_itemsize: int, reads=None, note: str = "") -> Cost:
+def _cost(op: CpuOp, flops: int, out_numel: int, out_itemsize: int, operands: int | None = None,
+          note: str = "") -> Cost:
+    """`operands`: how many tensors the op reads; a tensor after them is its `out=` buffer (Inductor calls
+    `mm(a, b, out=buf)`), written, not read. None: every tensor is read."""
     inputs = tensor_inputs(op) or ()
-    read = sum(i.tensor.nbytes for i in (inputs if reads is None else reads))
+    read = sum(i.tensor.nbytes for i in (inputs if operands is None else inputs[:operands]))
     return Cost(GEMM, flops, read + out_numel * out_itemsize, peak_dtype(op.input_types), note)
 
 
@@ -53,7 +56,7 @@ def mm(op: CpuOp, left: int = 0, right: int = 1) -> Cost:
     if pair is None or len(pair[0].shape) != 2 or len(pair[1].shape) != 2:
         return _unknown(op)
     (m, k), (_, n) = pair[0].shape, pair[1].shape
-    return _cost(op, 2 * m * n * k, m * n, pair[0].tensor.itemsize)
+    return _cost(op, 2 * m * n * k, m * n, pair[0].tensor.itemsize, operands=right + 1)
 
 
 def addmm(op: CpuOp) -> Cost:
@@ -65,7 +68,7 @@ def bmm(op: CpuOp, left: int = 0, right: int = 1, summed: bool = False) -> Cost:
     if pair is None or len(pair[0].shape) != 3 or len(pair[1].shape) != 3:
         return _unknown(op)
     (b, m, k), (_, _, n) = pair[0].shape, pair[1].shape
-    return _cost(op, 2 * b * m * n * k, m * n * (1 if summed else b), pair[0].tensor.itemsize)
+    return _cost(op, 2 * b * m * n * k, m * n * (1 if summed else b), pair[0].tensor.itemsize, operands=right + 1)
 
 
 def baddbmm(op: CpuOp) -> Cost:
@@ -102,7 +105,7 @@ def matmul(op: CpuOp) -> Cost:
     batch = [max(x, y) for x, y in zip([1] * (rank - len(batch_a)) + batch_a, [1] * (rank - len(batch_b)) + batch_b)]
     m, k, n = a[-2], a[-1], b[-1]
     batches = math.prod(batch)
-    return _cost(op, 2 * batches * m * n * k, batches * m * n, pair[0].tensor.itemsize)
+    return _cost(op, 2 * batches * m * n * k, batches * m * n, pair[0].tensor.itemsize, operands=2)
 
 
 def int_mm(op: CpuOp) -> Cost:
@@ -110,7 +113,7 @@ def int_mm(op: CpuOp) -> Cost:
     if pair is None or len(pair[0].shape) != 2 or len(pair[1].shape) != 2:
         return _unknown(op)
     (m, k), (_, n) = pair[0].shape, pair[1].shape
-    return _cost(op, 2 * m * n * k, m * n, 4)  # int32 out
+    return _cost(op, 2 * m * n * k, m * n, 4, operands=2)  # int32 out
 
 
 def scaled_mm(op: CpuOp) -> Cost:

@@ -221,3 +221,11 @@ def test_vllms_cache_write_and_fp8_quantization():
     assert cost.flops == 0 and cost.bytes == 2 * 888 * 64 * 2 + 888 * 8 + 2 * 888 * 64 * 1
     quant = op_cost(op("_C::static_scaled_fp8_quant", ((888, 512), FP8), ((888, 512), BF16), ((), FP32)))
     assert quant.flops == 2 * 888 * 512 and quant.bytes == 888 * 512 * (2 + 1)
+
+
+def test_an_out_buffer_is_written_not_read():
+    """Inductor calls `mm(a, b, out=buf)`: the trace records buf as a third tensor; the product is written once."""
+    plain = op_cost(op("aten::mm", ((1024, 2048), BF16), ((2048, 8192), BF16)))
+    into = op_cost(op("aten::mm", ((1024, 2048), BF16), ((2048, 8192), BF16), ((1024, 8192), BF16)))
+    assert into.flops == plain.flops == 2 * 1024 * 2048 * 8192
+    assert into.bytes == plain.bytes == (1024 * 2048 + 2048 * 8192 + 1024 * 8192) * 2
