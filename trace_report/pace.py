@@ -57,6 +57,10 @@ class Verdict:
     communication_share: float | None = None  # of the GPU's busy time: collectives running
     exposed_communication_share: float | None = None  # of it: collectives running with no other kernel beside them
     graph_share: float | None = None  # of the GPU work's time: launched by CUDA graph replays
+    # GPU work in no step (before the first: the warmup's or a graph replay still running; after the last): in the
+    # totals, the window and the idle time, never in a per-step figure, so that these agree with the summary's
+    outside_gpu_us: float = 0.0
+    outside_gpu_items: int = 0
 
     def to_dict(self) -> dict:
         return {
@@ -82,6 +86,8 @@ class Verdict:
             "communication_share": rounded(self.communication_share, 4),
             "exposed_communication_share": rounded(self.exposed_communication_share, 4),
             "graph_share": rounded(self.graph_share, 4),
+            "outside_steps_gpu_us": round(self.outside_gpu_us, 3),
+            "outside_steps_gpu_items": self.outside_gpu_items,
         }
 
 
@@ -184,7 +190,13 @@ def verdict(trace: Trace) -> Verdict:
     table_says = "overhead-bound" if cpu_total > gpu_total else "compute-bound"
 
     sentences = [f"{kind}: {why}", _totals_sentence(cpu_total, gpu_total, waits, closing)]
-    sentences.append(f"Per step ({n}): the CPU issues work for {_us(issue / n)}, the GPU is busy {_us(busy / n)}")
+    # Per step: the steps' own work, as the summary's header counts it; the work outside them is said once, in the
+    # numbers' table (outside_gpu_us)
+    steps_busy = trace.gpu_busy_us_per_step() if any(step.gpu for step in trace.steps) else None
+    steps_busy = busy / n if steps_busy is None else steps_busy  # no step holds GPU work: the lane is the steps'
+    outside = trace.gpu_outside_steps if any(step.gpu for step in trace.steps) else []
+    outside_us = sum(w.dur for w in outside)
+    sentences.append(f"Per step ({n}): the CPU issues work for {_us(issue / n)}, the GPU is busy {_us(steps_busy)}")
     lane_text = (
         f"The GPU waited on a launch {len(starved)} time{'s' if len(starved) != 1 else ''} "
         f"({_us(starved_us)}, {starved_share:.0%} of its {_us(window)} window; idle {1 - busy / window:.0%} in all)"
@@ -224,7 +236,7 @@ def verdict(trace: Trace) -> Verdict:
         waits,
         closing_us,
         issue / n,
-        gpu_busy_us_per_step=busy / n,
+        gpu_busy_us_per_step=steps_busy,
         gpu_window_us=window,
         gpu_idle_fraction=max(0.0, 1.0 - busy / window) if window > 0 else 0.0,
         gaps=len(idle),
@@ -238,6 +250,8 @@ def verdict(trace: Trace) -> Verdict:
         communication_share=comm_share,
         exposed_communication_share=exposed_share,
         graph_share=graph_share,
+        outside_gpu_us=outside_us,
+        outside_gpu_items=len(outside),
     )
 
 

@@ -543,8 +543,12 @@ def print_verdict_numbers(v: Verdict, console: Console) -> None:
         table.add_row("  other synchronize", f"{other_waits:,.1f}", "", "of it: waiting in the other synchronize calls")
     issue = v.cpu_us_per_step * v.steps
     table.add_row("CPU issuing work", f"{issue:,.1f}", f"{v.cpu_us_per_step:,.1f}", "the CPU total less the waits")
-    table.add_row("Self CUDA time total", f"{v.self_gpu_total_us:,.1f}", f"{v.self_gpu_total_us / v.steps:,.1f}", "kernels, memsets and memcpys, summed")
-    table.add_row("GPU busy", f"{v.gpu_busy_us_per_step * v.steps:,.1f}", f"{v.gpu_busy_us_per_step:,.1f}", "time with GPU work running, overlaps counted once")
+    steps_us = v.self_gpu_total_us - v.outside_gpu_us  # per step: the steps' own work, as the summary's header
+    table.add_row("Self CUDA time total", f"{v.self_gpu_total_us:,.1f}", f"{steps_us / v.steps:,.1f}", "kernels, memsets and memcpys, summed")
+    if v.outside_gpu_items:
+        table.add_row("  outside the steps", f"{v.outside_gpu_us:,.1f}", "", f"of it: {v.outside_gpu_items} GPU work items in no "
+                      "step (before the first: the warmup's or a graph replay, still running), in no per-step figure")
+    table.add_row("GPU busy", f"{v.gpu_busy_us_per_step * v.steps:,.1f}", f"{v.gpu_busy_us_per_step:,.1f}", "time with the steps' GPU work running, overlaps counted once")
     table.add_row(
         "GPU waiting on launches",
         f"{v.launch_wait_us:,.1f}",

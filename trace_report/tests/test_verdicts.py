@@ -8,6 +8,8 @@ import gzip
 import json
 from pathlib import Path
 
+import pytest
+
 from trace_report.kernels import COMMUNICATION, kind_of_kernel
 from trace_report.pace import COMMUNICATION_SHARE, verdict
 from trace_report.reader import read_trace
@@ -153,3 +155,30 @@ def test_a_recorded_collective_is_said_by_the_op_that_issued_it(capsys, monkeypa
     nccl = next(line for line in top.splitlines() if "ncclKernel_AllReduce" in line)
     assert "c10d::allreduce_" in nccl and "record_param_comms" not in top
     assert "the gradient buckets' all-reduces, DDP's reducer" in " ".join(top.split())
+
+
+def test_gpu_work_outside_the_steps_is_in_no_per_step_figure(capsys, monkeypatch):
+    # The SDPA math probe (H200): the warmup step's 8 kernels still run in the first recorded step, launched before
+    # the profiler recorded the CPU; and a vLLM rank replaying graphs before its first step
+    from trace_report.summary import summarize
+    from trace_report.tests.support import FIXTURES, H200_SDPA_MATH
+    checked = 0
+    for path in [H200_SDPA_MATH, *sorted(FIXTURES.glob("world/*.json.gz")), *sorted(FIXTURES.glob("h100x2/*.json.gz"))]:
+        trace = read_trace(path)
+        if not trace.gpu_outside_steps or not any(step.gpu for step in trace.steps):
+            continue
+        checked += 1
+        judged, summary = verdict(trace), summarize(trace)
+        header = summary.total_us / summary.steps
+        outside = sum(w.dur for w in trace.gpu_outside_steps)
+        assert judged.outside_gpu_us == outside and judged.outside_gpu_items == len(trace.gpu_outside_steps)
+        assert (judged.self_gpu_total_us - judged.outside_gpu_us) / judged.steps == pytest.approx(header)
+        assert judged.gpu_busy_us_per_step <= header + 1e-6  # overlaps counted once: never more than the sum
+    assert checked >= 3
+    monkeypatch.setenv("COLUMNS", "120")
+    assert trace_report([str(H200_SDPA_MATH), "--rows", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "2.62 ms per step" in out.splitlines()[1]
+    pace = out[out.index("Who sets the pace"):]
+    assert "│ Self CUDA time total    │ 9,408.2 │  2,616.4 │" in pace and "│ GPU busy                │ 7,849.2 │  2,616.4 │" in pace
+    assert pace.count("8 GPU work items in no") == 1 and "the GPU is busy 2.62 ms" in " ".join(pace.split())
