@@ -335,10 +335,15 @@ def test_a_split_pair_in_two_module_calls_is_not_joined(tmp_path, capsys):
     assert len(split_chains(candidates(capsys, write_trace(tmp_path / "together.json", [together])))) == 1
 
 
-def test_without_module_ranges_nothing_is_joined(tmp_path, capsys):
-    # no module call to hold both: the rule does not guess (a trace of other layers' ops would look the same)
+def test_without_module_ranges_shapes_and_order_alone_join(tmp_path, capsys):
+    # no module range on the thread at all: the other rules decide, and the link is said as inferred
     path = write_trace(tmp_path / "t.json", [swiglu(silu_module=False)])
-    assert split_chains(candidates(capsys, path)) == []
+    (split,) = split_chains(candidates(capsys, path))
+    assert split["ops"] == ["aten::silu", "aten::mul"] and "inferred from shapes and order" in split["link"]
+    # with module ranges on the thread, one that holds the mul but not silu still stops it (rule 2)
+    gate_gemm, silu, up_gemm, mul, down_gemm = swiglu(silu_module=False)
+    apart = [gate_gemm, silu, module("LlamaMLP", up_gemm, mul, down_gemm)]
+    assert split_chains(candidates(capsys, write_trace(tmp_path / "apart.json", [apart]))) == []
 
 
 def test_a_gemm_between_that_may_read_the_output_stops_the_join(tmp_path, capsys):
@@ -555,3 +560,27 @@ def test_in_training_the_forwards_swiglu_is_joined_and_the_backwards_nodes_are_n
     # two module calls to the rule, so only the forward's silu -> mul is joined
     found = candidates(capsys, LLAMA / "tiny-llama_4_256_train_shapes_eager.json.gz")
     assert [(c["ops"], c["per_step"]) for c in split_chains(found)] == [(["aten::silu", "aten::mul"], 2)]
+
+
+def _without_module_ranges(source: Path, target: Path) -> Path:
+    """The trace as transformers' own model writes it under a plain profiler: shapes, no stacks, no module ranges."""
+    data = json.loads(gzip.open(source, "rt").read())
+    data["traceEvents"] = [e for e in data["traceEvents"] if not str(e.get("name", "")).startswith("nn.Module: ")]
+    target.write_text(json.dumps(data))
+    return target
+
+
+@pytest.mark.parametrize("source, per_step", [
+    (LLAMA_EAGER, 16),  # a forward: one SwiGLU a layer
+    (LLAMA / "tiny-llama_4_256_train_shapes_eager.json.gz", 2),  # training: the backward's ops link nothing
+])
+def test_without_module_ranges_shapes_and_order_alone_link_the_swiglu(tmp_path, capsys, source, per_step):
+    bare = _without_module_ranges(source, tmp_path / "bare.json")
+    assert not any(op.name.startswith("nn.Module: ") for step in read_trace(bare).steps for op in step.ops)
+    found = candidates(capsys, bare)
+    assert [(c["ops"], c["per_step"], c["across"]) for c in split_chains(found)] == [
+        (["aten::silu", "aten::mul"], per_step, ["aten::mm"])]  # as with the ranges, and nothing more
+    assert main([str(bare), "--rows", "0"]) == 0
+    ops_column = " ".join(line.split("│")[2].strip() for line in capsys.readouterr().out.splitlines()
+                          if line.startswith("│") and line.count("│") > 3)
+    assert "silu → mul (split by mm on the stream; the link inferred from shapes and order)" in ops_column
