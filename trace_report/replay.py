@@ -32,6 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trace_report.errors import CannotRunHere, UsageError
+from trace_report.files import writable_file, write_atomically
+from trace_report.reader import read_trace
+from trace_report.roofline import OpRow, OpTable, op_table, tensor_inputs
 from trace_report.source import TraceSource, open_text
 
 # The profiler's names for tensor element types -> torch's.
@@ -62,9 +65,10 @@ class RecordedOp:
         return f"{self.name}({shapes})"
 
 
-def recorded_op(path: str | Path, name: str, dims: tuple | None = None) -> RecordedOp:
-    """The first call of op `name` in the trace (with these input shapes, if given), read from its raw event: the
-    strides and scalar values the report does not keep."""
+def recorded_op(path: str | Path, name: str, dims: tuple | None = None, tensors: tuple | None = None) -> RecordedOp:
+    """The first call of op `name` in the trace (with these input shapes, if given; or these (shapes, dtypes) of its
+    tensor inputs, as an op table's row has them), read from its raw event: the strides and scalar values the report
+    does not keep."""
     with open_text(Path(path)) as text:
         for event in TraceSource(text, Path(path)).events():
             if not isinstance(event, dict) or event.get("name") != name or event.get("cat") != "cpu_op":
@@ -72,6 +76,8 @@ def recorded_op(path: str | Path, name: str, dims: tuple | None = None) -> Recor
             args = event.get("args") or {}
             found = tuple(tuple(d) if isinstance(d, list) else () for d in args.get("Input Dims", ()))
             if "Input Dims" not in args or (dims is not None and found != tuple(tuple(d) for d in dims)):
+                continue
+            if tensors is not None and tensor_inputs(found, tuple(args.get("Input type", ()))) != tensors:
                 continue
             count = len(found)
             return RecordedOp(
@@ -220,3 +226,35 @@ def compare_line(trace_us: float | None, replayed: dict) -> str:
     else:
         meaning = "faster in the trace: its inputs were warm there, or another GPU or library version ran it"
     return f"{head}; the trace: {trace_us:,.2f} µs a call ({ratio:.2f}× the flushed replay), {meaning}"
+
+
+def replay_command(path: str, which: str, script_file: str | None, peak: tuple[float, float] | None) -> int:
+    """`trace-report TRACE --replay N|OP [--replay_script FILE]`: row N of the op table (or the first row of op OP)
+    re-timed alone here, or its script written to FILE."""
+    table = op_table(read_trace(path), peak)
+    row = chosen_row(table, which)
+    op = recorded_op(path, row.op, tensors=(row.shapes, row.dtypes))
+    script = replay_script(op, row.us_per_call if row.calls else None, Path(path).name)
+    if script_file is not None:
+        target = writable_file(Path(script_file), "the replay script")
+        write_atomically(target, script)
+        print(f"replay script: {target} ({op.signature}; run it with python3 where a GPU is)")
+        return 0
+    print(f"replaying {op.signature}: {row.us_per_call:,.2f} µs of GPU time a call in the trace", flush=True)
+    print(compare_line(row.us_per_call if row.calls else None, run_replay(script)))
+    return 0
+
+
+def chosen_row(table: OpTable, which: str) -> OpRow:
+    """Row `which` of the op table: its number as the report prints it (1 the first), or the first row of that op."""
+    if not table.has_shapes:
+        raise UsageError(f"{table.trace}: --replay rebuilds an op from its recorded shapes, and this trace has none "
+                         "(profile with record_shapes=True)")
+    if which.isdigit():
+        if not 1 <= int(which) <= len(table.rows):
+            raise UsageError(f"--replay {which}: the op table has rows 1 to {len(table.rows)}")
+        return table.rows[int(which) - 1]
+    for row in table.rows:
+        if row.op in (which, f"aten::{which}"):
+            return row
+    raise UsageError(f"--replay {which}: no op of that name in the op table (give a row's number or an op's name)")

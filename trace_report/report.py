@@ -60,6 +60,7 @@ from trace_report.pace import Verdict, verdict
 from trace_report.picture import choose_step, gpu_counts, picture_path, step_flag, write_picture
 from trace_report.picture import write_ranks_picture
 from trace_report.reader import read_trace
+from trace_report.replay import replay_command
 from trace_report.serve import PERFETTO_PORT, open_in_perfetto
 from trace_report.summary import print_summary, summarize
 
@@ -105,6 +106,11 @@ def build_parser() -> ArgumentParser:
                         help="the GPU's memory bandwidth for 'Where fusion would pay' (default: the nominal peak of "
                         "the GPU the trace names, when known)")
     # --- end fusion ---
+    parser.add_argument("--replay", default=None, metavar="ROW|OP",
+                        help="re-time one op of 'Ops by roofline' alone on this machine's GPU (its row number or op "
+                        "name), rebuilt from the trace's shapes, strides and types; needs torch and a GPU")
+    parser.add_argument("--replay_script", default=None, metavar="FILE",
+                        help="with --replay: write the standalone script that re-times the op to FILE, run nothing")
     parser.add_argument("--peak", type=peaks.peak_flag, default=None, metavar="TFLOPS,TBPS",
                         help="the GPU's peak compute and memory bandwidth for 'Ops by roofline' (default: the datasheet "
                         "figures of the GPU the trace names, peaks.py)")
@@ -160,6 +166,10 @@ def _main(argv: Sequence[str] | None) -> int:
     args = parser.parse_args(argv)
     if args.png is not None or args.open or args.step is not None or args.port is not None:
         return _look(args, parser)
+    if args.replay is not None or args.replay_script is not None:
+        if args.replay is None or args.other or args.more:
+            parser.error("--replay ROW re-times an op of one trace (--replay_script FILE writes its script)")
+        return replay_command(args.trace, args.replay, args.replay_script, args.peak)
     # --- communication: several ranks' traces ---
     paths = [args.trace, *([args.other] if args.other else []), *args.more]
     if args.ranks or rank_traces.is_rank_set(paths):

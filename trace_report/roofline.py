@@ -251,14 +251,20 @@ def _shape(shape: tuple) -> str:
     return "×".join(map(str, shape)) if shape else "scalar"
 
 
-def _row(op: CpuOp, cost: Cost | None, steps: int) -> OpRow:
+def tensor_inputs(input_dims: tuple, input_types: tuple) -> tuple[tuple, tuple]:
+    """(shapes, dtypes) of an op's tensor inputs, as a row shows them: scalars and left-out optional inputs dropped."""
     shapes, dtypes = [], []
-    for dims, kind in zip(op.input_dims, op.input_types or ("",) * len(op.input_dims)):
+    for dims, kind in zip(input_dims, input_types or ("",) * len(input_dims)):
         if kind in NOT_TENSORS or (not dims and kind not in ITEMSIZE and kind != "TensorList"):
             continue  # a scalar argument, or an optional tensor left out (a 0-dim tensor is kept: "scalar")
         shapes.append(tuple(tuple(d) if isinstance(d, list) else d for d in dims))
         dtypes.append("" if kind == "TensorList" else TYPE_NAMES.get(kind, kind.removeprefix("c10::")))
-    return OpRow(op.name, tuple(shapes), tuple(dtypes), cost, steps)
+    return tuple(shapes), tuple(dtypes)
+
+
+def _row(op: CpuOp, cost: Cost | None, steps: int) -> OpRow:
+    shapes, dtypes = tensor_inputs(op.input_dims, op.input_types)
+    return OpRow(op.name, shapes, dtypes, cost, steps)
 
 
 def _key(op: CpuOp) -> tuple:

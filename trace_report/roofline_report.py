@@ -39,8 +39,11 @@ def print_op_table(table: OpTable, console: Console, *, rows: int | None = None,
     if shown:
         console.print(_table(shown, console.width, brief))
     if len(shown) < len(table.rows):
-        console.print(f"[dim]… {len(table.rows) - len(shown)} more ops (--rows 0 for all)[/dim]")
+        console.print(f"[dim]… {len(table.rows) - len(shown)} more ops (--rows 0 for all; --replay # times one "
+                      "alone)[/dim]")
     console.print("  ranked by what a kernel at the peak would save: GPU time × (1 − share of peak)")
+    if not brief:
+        console.print("  --replay # times a row's op alone on this machine's GPU, beside the trace's time")
     if not brief:
         console.print("  bound: compute above the ridge point (peak FLOP/s ÷ peak bytes/s), memory below")
     for line in _left_out(table):
@@ -64,8 +67,10 @@ def _table(rows: list[OpRow], width: int, brief: bool) -> Table:
     cells = [_numbers(row) for row in rows]
     wants = [max(len(header), *(len(cell[i]) for cell in cells)) for i, header in enumerate(HEADERS)]
     # No box, the padding of neighbours collapsed and none at the edges: one space between two columns.
-    room = max(16, width - sum(wants) - len(HEADERS) - 2)
+    number = len(str(len(rows)))  # the row's number: `--replay N` re-times that op alone
+    room = max(16, width - sum(wants) - len(HEADERS) - 2 - number - 1)
     table = Table(box=None, padding=(0, 1), collapse_padding=True, pad_edge=False, header_style="bold")
+    table.add_column("#", justify="right", width=number, no_wrap=True)
     name_lines, detail_lines = (3, 2) if brief else (None, None)
     names = [f"{escape(_fold(row.op, room, name_lines))}\n[dim]{escape(_fold(_detail(row), room, detail_lines))}[/dim]"
              for row in rows]
@@ -73,8 +78,8 @@ def _table(rows: list[OpRow], width: int, brief: bool) -> Table:
         len(line) for name in names for line in _plain(name).splitlines()))), no_wrap=True)
     for header, want in zip(HEADERS, wants):
         table.add_column(header, justify="right", width=want, no_wrap=True)
-    for name, numbers in zip(names, cells):
-        table.add_row(name, *numbers)
+    for i, (name, numbers) in enumerate(zip(names, cells), 1):
+        table.add_row(str(i), name, *numbers)
     return table
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from trace_report.errors import UsageError
 from trace_report.replay import RecordedOp, compare_line, recorded_op, replay_script
-from trace_report.tests.support import FIXTURES
+from trace_report.tests.support import FIXTURES, run_report
 
 SHAPES = FIXTURES / "h200" / "traces" / "03_simple_mlp" / "64_128_768_3072_shapes_eager.json.gz"
 
@@ -47,3 +47,24 @@ def test_the_comparison_says_what_a_difference_means():
     assert "as alone" in compare_line(51.0, alone)
     assert "slower in the trace" in compare_line(60.0, alone) and "1.20×" in compare_line(60.0, alone)
     assert "faster in the trace" in compare_line(40.0, alone)
+
+
+def test_the_command_writes_the_script_of_a_row(tmp_path):
+    script = tmp_path / "gate.py"
+    run = run_report(SHAPES, "--replay", "1", "--replay_script", script)
+    assert run.returncode == 0 and run.stderr == "", run.stderr
+    assert run.stdout.startswith(f"replay script: {script} (aten::mm(c10::BFloat16[8192, 768], c10::BFloat16[768, 3072])")
+    text = script.read_text()
+    ast.parse(text)
+    assert "[768, 3072], [1, 768]" in text and "In the trace: 57.41 µs of GPU time per call" in text
+
+
+def test_a_row_that_is_not_there_is_one_line(tmp_path):
+    for flags, says in ((("--replay", "99"), "rows 1 to 4"), (("--replay", "softmax"), "no op of that name"),
+                        (("--replay_script", str(tmp_path / "x.py")), "--replay ROW")):
+        run = run_report(SHAPES, *flags)
+        lines = run.stderr.strip().splitlines()
+        assert run.returncode == 2 and len(lines) == 1 and says in lines[0], run.stderr
+    run = run_report(FIXTURES / "h200" / "mlp_eager.json.gz", "--replay", "1")
+    assert run.returncode == 2 and "record_shapes=True" in run.stderr
+    assert not (tmp_path / "x.py").exists()

@@ -129,8 +129,9 @@ def test_the_report_shows_the_op_table_and_fits_100_and_120_columns():
             assert result.returncode == 0, result.stderr
             section = result.stdout.split("Ops by roofline", 1)[1].split("\n\n", 1)[0]
             assert all(len(line) <= width for line in section.splitlines()), (path.name, width)
-            lines = section.splitlines()
-            for op in top:  # each op's name whole on a line of its own
+            lines = [line.split(" ", 1)[1] if line.split(" ", 1)[0].isdigit() else line for line in section.splitlines()]
+            for i, op in enumerate(top, 1):  # each op's name whole on a line of its own, after its row's number
+                assert any(line.startswith(f"{i} {op}") for line in section.splitlines()), (op, width)
                 assert op in {line.split("  ")[0].strip() for line in lines} or any(
                     line.startswith(op + " ") for line in lines), (op, width)
 
