@@ -34,7 +34,7 @@ from pathlib import Path
 from trace_report.errors import CannotRunHere, UsageError
 from trace_report.files import writable_file, write_atomically
 from trace_report.reader import read_trace
-from trace_report.roofline import OpRow, OpTable, op_table, tensor_inputs
+from trace_report.roofline import OpRow, OpTable, op_table, shown_inputs
 from trace_report.source import TraceSource, open_text
 
 # The profiler's names for tensor element types -> torch's.
@@ -77,7 +77,7 @@ def recorded_op(path: str | Path, name: str, dims: tuple | None = None, tensors:
             found = tuple(tuple(d) if isinstance(d, list) else () for d in args.get("Input Dims", ()))
             if "Input Dims" not in args or (dims is not None and found != tuple(tuple(d) for d in dims)):
                 continue
-            if tensors is not None and tensor_inputs(found, tuple(args.get("Input type", ()))) != tensors:
+            if tensors is not None and shown_inputs(found, tuple(args.get("Input type", ()))) != tensors:
                 continue
             count = len(found)
             return RecordedOp(

@@ -251,7 +251,7 @@ def _shape(shape: tuple) -> str:
     return "×".join(map(str, shape)) if shape else "scalar"
 
 
-def tensor_inputs(input_dims: tuple, input_types: tuple) -> tuple[tuple, tuple]:
+def shown_inputs(input_dims: tuple, input_types: tuple) -> tuple[tuple, tuple]:
     """(shapes, dtypes) of an op's tensor inputs, as a row shows them: scalars and left-out optional inputs dropped."""
     shapes, dtypes = [], []
     for dims, kind in zip(input_dims, input_types or ("",) * len(input_dims)):
@@ -263,7 +263,7 @@ def tensor_inputs(input_dims: tuple, input_types: tuple) -> tuple[tuple, tuple]:
 
 
 def _row(op: CpuOp, cost: Cost | None, steps: int) -> OpRow:
-    shapes, dtypes = tensor_inputs(op.input_dims, op.input_types)
+    shapes, dtypes = shown_inputs(op.input_dims, op.input_types)
     return OpRow(op.name, shapes, dtypes, cost, steps)
 
 
