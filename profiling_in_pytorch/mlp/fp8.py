@@ -39,6 +39,8 @@ from profiling_in_pytorch.mlp.triton_ops.fp8_geglu import (
     fp8_blockscaled_gemm,
     fp8_geglu_gemm,
     fp8_supported,
+    group_size,
+    kept_launches,
     quantize_rows,
 )
 from profiling_in_pytorch.mlp.triton_ops.geglu import INTERPRETING, interleave_gate_up
@@ -236,6 +238,7 @@ class FusedFP8GeGLUMLP(nn.Module):
         dq, sd = quantize_rowwise(w_down)
         self.down = down  # None: tuned per token count (self._down_by_bucket)
         self._down_by_bucket: dict[int, str] = {}
+        self._kept_forwards: dict[tuple, _KeptFP8Forward] = {}  # by x's layout, after its first call
         self.hidden_size = w_down.shape[0]
         self.register_buffer("w_gate_up", _e4m3_interleave(gq, uq), persistent=False)
         self.register_buffer("s_gate_up", interleave_gate_up(sg, su).reshape(-1).contiguous(), persistent=False)
@@ -265,13 +268,77 @@ class FusedFP8GeGLUMLP(nn.Module):
         return self.down or self._down_by_bucket.get(_bucket(tokens))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.compiler.is_compiling():
+            return self._forward(x)
+        kept = self._kept_forwards.get((x.shape, x.stride(), x.dtype, x.device, x.data_ptr() % 16 == 0))
+        return self._forward(x) if kept is None else kept(x)
+
+    def _forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dtype not in (torch.bfloat16, torch.float16):
             raise TypeError(f"FusedFP8GeGLUMLP takes bfloat16 or float16, got {x.dtype}")
         x2d = x.reshape(-1, x.shape[-1])
-        args = (x2d, self.w_gate_up, self.s_gate_up, self._down_for(x2d), self.w_down, self.s_down,
-                self.s_down_blocks, self.w_down_tiles, self.s_down_tiles)
-        y = fp8_geglu_mlp_op(*args) if torch.compiler.is_compiling() else fp8_mlp_forward(*args)
+        down = self._down_for(x2d)
+        if torch.compiler.is_compiling():
+            y = fp8_geglu_mlp_op(x2d, self.w_gate_up, self.s_gate_up, down, self.w_down, self.s_down,
+                                 self.s_down_blocks, self.w_down_tiles, self.s_down_tiles)
+            return y.view(*x.shape[:-1], self.hidden_size)
+        xq, sx = quantize_rows(x2d)
+        mq, sm = fp8_geglu_gemm(xq, sx, self.w_gate_up, self.s_gate_up)
+        y = down_gemm(down, mq, sm, self.w_down, self.s_down, self.s_down_blocks, self.w_down_tiles,
+                      self.s_down_tiles, x2d.dtype)
+        if not INTERPRETING and x2d.data_ptr() == x.data_ptr() and x2d.numel():  # x2d a view: x feeds the kernel
+            triton_down = (self.w_down, self.s_down, x2d.dtype) if down == "triton" else ()
+            launches = kept_launches(x2d, xq, sx, self.w_gate_up, self.s_gate_up, mq, sm, *triton_down)
+            if launches is not None:
+                key = (x.shape, x.stride(), x.dtype, x.device, x.data_ptr() % 16 == 0)
+                self._kept_forwards[key] = _KeptFP8Forward(self, x, down, *launches)
         return y.view(*x.shape[:-1], self.hidden_size)
+
+    def _apply(self, fn, recurse=True):
+        self._kept_forwards.clear()  # .to(), .half(), .cuda(): new buffers, maybe another dtype or device
+        return super()._apply(fn, recurse)
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_kept_forwards"] = {}  # compiled kernels' launchers: a copy keeps its own after its first call
+        return state
+
+
+class _KeptFP8Forward:
+    """FusedFP8GeGLUMLP's forward for one layout of x, after its first call: the three kept launches fed directly.
+
+    x's e4m3 copy and its scales share one allocation, fed to the kernels as addresses (only Triton reads them),
+    and m's scales are allocated already as the [M, K / 128] transpose cuBLAS reads: four allocations and every
+    per-call check and lookup fewer than the step-by-step path. Measured on the H200's host at 256 tokens: 83.7 µs
+    of CPU per forward through the step-by-step ready launches, 258 through kernel[grid] (docs/fp8.md).
+    """
+
+    def __init__(self, module: FusedFP8GeGLUMLP, x: torch.Tensor, down: str, quantize, geglu, triton_down):
+        self.module, self.down = module, down
+        self.quantize, self.geglu, self.triton_down = quantize, geglu, triton_down
+        k = x.shape[-1]
+        self.m, self.n = x.numel() // k, module.w_gate_up.shape[0] // 2
+        self.groups = -(-self.n // group_size())
+        self.xq_bytes = -(-self.m * k // 16) * 16  # sx starts 16-byte aligned, as the kernels were compiled
+        self.out_shape = (*x.shape[:-1], module.hidden_size)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        module, m = self.module, self.m
+        x_fp8 = x.new_empty((self.xq_bytes + 4 * m,), dtype=torch.uint8)  # xq [M, K] e4m3, then sx [M] fp32
+        sx = x_fp8.data_ptr() + self.xq_bytes
+        self.quantize(x, x_fp8, sx)
+        mq = x_fp8.new_empty((m, self.n), dtype=torch.float8_e4m3fn)
+        sm_t = torch.empty_strided((m, self.groups), (1, m), dtype=torch.float32, device=x.device)
+        self.geglu(x_fp8, module.w_gate_up, mq, sx, module.s_gate_up, sm_t)
+        if self.down == "cublas-tiles":
+            y = torch._scaled_mm(mq, module.w_down_tiles.t(), scale_a=sm_t, scale_b=module.s_down_tiles.t(),
+                                 out_dtype=x.dtype)
+        elif self.down == "cublas":
+            y = torch._scaled_mm(mq, module.w_down.t(), scale_a=sm_t, scale_b=module.s_down_blocks, out_dtype=x.dtype)
+        else:
+            y = x.new_empty((m, module.hidden_size))
+            self.triton_down(mq, module.w_down, y, sm_t, module.s_down)
+        return y.view(self.out_shape)
 
 
 class EmulatedFP8GeGLUMLP(nn.Module):

@@ -228,6 +228,31 @@ def _aligned(*tensors: torch.Tensor) -> tuple[bool, ...]:
     return tuple(t.data_ptr() % 16 == 0 for t in tensors)
 
 
+def _quantize_key(x):
+    return ("quantize_rows", x.shape, x.stride(), x.dtype, x.device, x.data_ptr() % 16 == 0)
+
+
+def _geglu_key(xq, sx, w_gate_up_q, sw_gate_up):
+    return ("geglu", xq.shape, xq.stride(), xq.dtype, w_gate_up_q.shape, w_gate_up_q.stride(), w_gate_up_q.dtype,
+            sx.dtype, sw_gate_up.dtype, xq.device, _aligned(xq, w_gate_up_q, sx, sw_gate_up))
+
+
+def _down_key(aq, sa, bq, sb, out_dtype):
+    return ("down", aq.shape, aq.stride(), aq.dtype, bq.shape, bq.stride(), bq.dtype, sa.shape, sa.stride(),
+            sa.dtype, sb.dtype, out_dtype, aq.device, _aligned(aq, bq, sa, sb))
+
+
+def kept_launches(x2d, xq, sx, w_gate_up_q, sw_gate_up, mq, sm, w_down_q=None, sw_down=None, out_dtype=None):
+    """The ready launches a forward's first call kept for these tensors' keys: (quantizer, gate/up GEMM, down GEMM
+    or None where cuBLAS runs it); None where one is missing (the interpreter keeps them too, but a caller that
+    feeds addresses must not use them there)."""
+    quantize, geglu = _ready.get(_quantize_key(x2d)), _ready.get(_geglu_key(xq, sx, w_gate_up_q, sw_gate_up))
+    down = None if w_down_q is None else _ready.get(_down_key(mq, sm, w_down_q, sw_down, out_dtype))
+    if quantize is None or geglu is None or (w_down_q is not None and down is None):
+        return None
+    return quantize, geglu, down
+
+
 def _launch_ready(ready_key, kernel, grid, args: list, constants: dict, options: dict, fed) -> None:
     """Launch `kernel` now and keep it ready for `ready_key`'s next calls (None: launch only)."""
     if ready_key is None:
@@ -240,11 +265,11 @@ def _launch_ready(ready_key, kernel, grid, args: list, constants: dict, options:
 
 def quantize_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(xq [M, K] e4m3, sx [M] fp32) with x ≈ xq * sx[:, None]: one scale per row (token) of a 2-D x."""
-    ready_key = ("quantize_rows", x.shape, x.stride(), x.dtype, x.device, x.data_ptr() % 16 == 0)
+    ready_key = _quantize_key(x)
     ready = _ready.get(ready_key)
     if ready is not None:  # checked and compiled when the key was stored
-        q = torch.empty(ready_key[1], device=x.device, dtype=torch.float8_e4m3fn)
-        s = torch.empty(ready_key[1][:1], device=x.device, dtype=torch.float32)
+        q = x.new_empty(ready_key[1], dtype=torch.float8_e4m3fn)
+        s = x.new_empty(ready_key[1][:1], dtype=torch.float32)
         ready(x, q, s)
         return q, s
     if x.ndim != 2 or x.stride(1) != 1:
@@ -288,13 +313,12 @@ def fp8_geglu_gemm(xq: torch.Tensor, sx: torch.Tensor, w_gate_up_q: torch.Tensor
     """(mq [M, N] e4m3, sm [cdiv(N, G), M] fp32): m = gelu_tanh(x @ W_gate.T) * (x @ W_up.T), quantized by 1 x G
     groups (G = `group_size()`), from xq [M, K] (scales sx [M]) and the interleaved w_gate_up_q [2N, K] (scales
     sw_gate_up [2N]). K and N multiples of 16 (TMA's 16-byte rows)."""
-    ready_key = ("geglu", xq.shape, xq.stride(), xq.dtype, w_gate_up_q.shape, w_gate_up_q.stride(),
-                 w_gate_up_q.dtype, sx.dtype, sw_gate_up.dtype, xq.device, _aligned(xq, w_gate_up_q, sx, sw_gate_up))
+    ready_key = _geglu_key(xq, sx, w_gate_up_q, sw_gate_up)
     ready = _ready.get(ready_key)
     if ready is not None:  # checked, tuned and compiled when the key was stored
         M, N = ready_key[1][0], ready_key[4][0] // 2
-        mq = torch.empty((M, N), device=xq.device, dtype=torch.float8_e4m3fn)
-        sm = torch.empty((triton.cdiv(N, group_size()), M), device=xq.device, dtype=torch.float32)
+        mq = xq.new_empty((M, N))
+        sm = sx.new_empty((triton.cdiv(N, group_size()), M), dtype=torch.float32)
         ready(xq, w_gate_up_q, mq, sx, sw_gate_up, sm)
         return mq, sm
     _check_fp8("fp8_geglu_gemm", xq, w_gate_up_q)
@@ -331,11 +355,10 @@ def fp8_geglu_gemm(xq: torch.Tensor, sx: torch.Tensor, w_gate_up_q: torch.Tensor
 def fp8_blockscaled_gemm(aq: torch.Tensor, sa: torch.Tensor, bq: torch.Tensor, sb: torch.Tensor,
                          out_dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
     """C [M, N] = (aq scaled by 1 x G blocks, sa [cdiv(K, G), M]) @ (bq [N, K] scaled per row, sb [N]).T."""
-    ready_key = ("down", aq.shape, aq.stride(), aq.dtype, bq.shape, bq.stride(), bq.dtype, sa.shape, sa.stride(),
-                 sa.dtype, sb.dtype, out_dtype, aq.device, _aligned(aq, bq, sa, sb))
+    ready_key = _down_key(aq, sa, bq, sb, out_dtype)
     ready = _ready.get(ready_key)
     if ready is not None:  # checked, tuned and compiled when the key was stored
-        c = torch.empty((ready_key[1][0], ready_key[4][0]), device=aq.device, dtype=out_dtype)
+        c = sb.new_empty((ready_key[1][0], ready_key[4][0]), dtype=out_dtype)
         ready(aq, bq, c, sa, sb)
         return c
     _check_fp8("fp8_blockscaled_gemm", aq, bq)

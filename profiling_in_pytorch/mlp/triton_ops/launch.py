@@ -13,7 +13,9 @@ validates it (`TensorDescriptor.__post_init__`) and encodes a fresh CUtensorMap.
     the same through compiled.run (Triton still encodes three CUtensorMaps)            15.1
     the same through the compiled launcher's C function, the CUtensorMaps kept          5.8
 
-`ReadyLaunch` takes the last path. The caller keys it by everything Triton specializes the kernel on (shapes,
+`ReadyLaunch` takes the last path, and passes pointers as addresses, which the launcher takes as they are (a
+tensor it asks the driver about: cuPointerGetAttribute, once per pointer per launch; the key below already says
+the tensors are on the GPU). The caller keys it by everything Triton specializes the kernel on (shapes,
 strides, dtypes, device, the pointers' 16-byte alignment), so one compiled kernel, one grid and one set of
 integer arguments serve every call with that key; only the tensors change. A TMA descriptor's CUtensorMap
 depends only on its tensor's address once shape, strides and tile are fixed: it is encoded once per address
@@ -87,8 +89,9 @@ class ReadyLaunch:
     kernel: the @triton.jit function; grid: its grid; args: every argument in the kernel's order, constexprs too,
     as the first launch takes them (TensorDescriptors from `TensorDescriptor.from_tensor`, which checks them);
     options: num_warps, num_stages, launch_pdl. `fed` names the arguments a call supplies, in the order it passes
-    them: a tensor argument, or a descriptor's, or (name, offset) for a descriptor of the view that starts
-    `offset` elements into the tensor passed (the same shape and strides as the first call's). Constructing it
+    them: a tensor argument (or, outside the interpreter, its address as an int), or a descriptor's, or
+    (name, offset) for a descriptor of the view that starts `offset` elements into the tensor passed (the same
+    shape and strides as the first call's; the tensor's own dtype and shape do not matter, its address does). Constructing it
     launches the kernel once, with `args` (compiling it if need be).
 
     The caller guarantees that a call's tensors have the first call's shapes, strides, dtypes, device and
@@ -157,8 +160,8 @@ class ReadyLaunch:
         if self._raw is not None and not self._hooked():
             flat = self._flat.copy()
             for (index, desc_meta, maps, layout, offset_bytes), t in zip(self._slots, tensors):
-                if desc_meta is None:
-                    flat[index] = t
+                if desc_meta is None:  # an address: the launcher then skips its cuPointerGetAttribute check
+                    flat[index] = t if type(t) is int else t.data_ptr()
                     continue
                 address = t.data_ptr() + offset_bytes
                 tensor_map = maps.get(address)
