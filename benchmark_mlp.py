@@ -43,13 +43,16 @@ each shape and variant, in this order (`measure()` in profiling_in_pytorch/bench
    read with `trace_report`. Last, because a profiler session leaves the process slower to issue
    ops (an H100 measured 11.2 -> 15.6 µs of CPU per captured forward after one): no timing may follow one.
 
+Before the variants, on a GPU, the launch floor of this host: the CPU's time to issue an ATen op and an empty Triton
+kernel (profiling_in_pytorch/bench/floor.py); after the tables each variant's CPU time per forward reads against it.
+
 Then a table per shape, a few sentences on who sets the pace (the CPU or the GPU, by trace-report's verdict rule),
 and the files: a JSON and a CSV of every number, and a PNG of the speedups, in `--out` (default bench_results/).
 
 With --train, each call is a training step's work instead (profiling_in_pytorch/bench/training.py): gradients set to None, the
 forward on an x that requires grad, y.backward(dy) with a fixed dy. Per variant: the first call, the peak memory of
-one call, the check of the output and of every gradient against fp32, the time per call with the same timers, and
-what the forward saves for the backward. reduce-overhead is forward only here and says so.
+one call, the check of the output and of every gradient against fp32, the time per call with the same timers (on a
+GPU also back to back, with the CPU's time to issue a call), and what the forward saves for the backward. reduce-overhead is forward only here and says so.
 
 Without a GPU, eager and compile run at small shapes with a CPU timer; the others are named with the reason.
 How each number is taken lives in profiling_in_pytorch/bench/ (timers, rows, words, files); this file is the run itself.
@@ -67,7 +70,8 @@ import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from profiling_in_pytorch.bench import output, prose
-from profiling_in_pytorch.bench.goals import fp8_goal_lines, goal_lines
+from profiling_in_pytorch.bench.floor import floor_line, host_cost_lines, measure_launch_floor
+from profiling_in_pytorch.bench.goals import fp8_goal_lines, goal_lines, launch_goal_lines
 from profiling_in_pytorch.bench.measure import Settings, count_per_forward, measure
 from profiling_in_pytorch.bench.output import console
 from profiling_in_pytorch.bench.pace import pace_story
@@ -240,6 +244,13 @@ def run(argv: list[str] | None) -> list[Row]:
             f"short burst; one more after each variant, the best counts) · copy {c.copy_gb_per_s:,.0f} GB/s (read + "
             "write)"
         )
+        # The launch floor, on this host in this run: what each variant's CPU µs per forward reads against.
+        floor = None
+        if on_gpu:
+            status("measuring what a launch costs the CPU")
+            floor = measure_launch_floor()
+            meta["launch_floor"] = asdict(floor)
+            progress.console.print(floor_line(floor))
         progress.advance(task)
         for shape in shapes:
             require_shape_fits(shape)  # again: what the shapes before it left, and what this one allocates
@@ -314,10 +325,18 @@ def run(argv: list[str] | None) -> list[Row]:
         for shape in shapes:
             for line in pace_story(shape, [r for r in rows if r.shape == shape.name], per_call):
                 console.print(line, soft_wrap=True)
+        if floor is not None:
+            console.print(f"\n[bold]Host cost per forward[/bold] against the {floor_line(floor)}")
+            for shape in shapes:
+                console.print(f"[bold]{shape.name}[/bold]")
+                for line in host_cost_lines([r for r in rows if r.shape == shape.name], floor):
+                    console.print(line, soft_wrap=True)
         for line in goal_lines(rows, meta["device"], dtype_name(dtype)):  # the captured variants' decode goals
             console.print(line, soft_wrap=True)
         for line in fp8_goal_lines(rows, meta["device"]):  # the fused FP8 module's goals (lesson 10)
             console.print(line, soft_wrap=True)
+    for line in launch_goal_lines(rows, train) if on_gpu else []:  # what the fused modules cost the CPU
+        console.print(line, soft_wrap=True)
 
     # The plot: speedup against eager, by shape and variant.
     png = out / f"{stem}.png"

@@ -101,3 +101,42 @@ def fp8_goal_lines(rows: list[Row], device: str) -> list[str]:
             parts.append("fused (bf16) not timed: add it to --variants")
         lines.append(f"  {'[green]✓[/green]' if met else '[red]✗[/red]'} {shape}: " + ", ".join(parts))
     return lines
+
+
+# The launch goals (lesson 05's and 10's modules through their ready launches, mlp/triton_ops/launch.py), set on an
+# H200 in bf16 at the post's shape, where through kernel[grid] the fused module took 107 µs of CPU to issue a
+# forward and the fused FP8 one 260, against eager's 85: the fused kernels won on the GPU and lost in a loop.
+LAUNCH_GOAL_SHAPE = "post"
+LAUNCH_GOALS = (  # variant, most CPU µs as a share of eager's, fewest × eager in a loop
+    ("fused", 0.5, 1.35),
+    ("fused-fp8", 0.8, 1.8),
+)
+GPU_BOUND_LOOP = 1.05  # in a loop, µs per forward at most this × its GPU time: the CPU never makes it wait
+
+
+def launch_goal_lines(rows: list[Row], train: bool = False) -> list[str]:
+    """The launch goals against this run's rows at the post's shape (training: the fused variant issues a call in
+    no more CPU time than eager); nothing when the run did not measure them."""
+    at_shape = {r.variant: r for r in rows if r.shape == LAUNCH_GOAL_SHAPE and r.status == "ok" and r.cpu_us}
+    eager = at_shape.get("eager")
+    goals = (("fused", 1.0, None),) if train else LAUNCH_GOALS
+    if eager is None or not any(name in at_shape for name, _, _ in goals):
+        return []
+    lines = [f"\n[bold]Launch goals[/bold] at the post's shape ({'forward + backward' if train else 'forward'}; "
+             f"eager issues a call in {eager.cpu_us:,.1f} µs of CPU)"]
+    for name, cpu_share, loop_speedup in goals:
+        row = at_shape.get(name)
+        if row is None:
+            continue
+        met = row.cpu_us <= cpu_share * eager.cpu_us
+        parts = [f"CPU {row.cpu_us:,.1f} µs = {row.cpu_us / eager.cpu_us:.2f}× eager's (goal ≤ {cpu_share:g}×)"]
+        if not train:
+            bound = row.loop_us <= GPU_BOUND_LOOP * row.time_us
+            met &= bound
+            parts.append(f"loop {row.loop_us:,.1f} µs = {row.loop_us / row.time_us:.2f}× its GPU µs "
+                         f"(goal ≤ {GPU_BOUND_LOOP:g}×)")
+            if row.loop_speedup is not None:
+                met &= row.loop_speedup >= loop_speedup
+                parts.append(f"{row.loop_speedup:.2f}× eager in a loop (goal ≥ {loop_speedup:g}×)")
+        lines.append(f"  {'[green]✓[/green]' if met else '[red]✗[/red]'} {name}: " + ", ".join(parts))
+    return lines

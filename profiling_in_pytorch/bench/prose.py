@@ -31,7 +31,7 @@ def train_legend(on_gpu: bool, dtype_label: str, tolerance: float) -> str:
     """Training mode's legend: what one call does, how it is timed, what the memory columns count."""
     timer = (
         "GPU µs: CUDA events around each call, after a 256 MB memset (L2 flushed) and a spin kernel that hides "
-        "the CPU's issue time; peak MiB: torch.cuda.max_memory_allocated during one call above what was allocated "
+        "the CPU's issue time; loop µs: calls issued back to back; CPU µs: host time to issue one in that loop; peak MiB: torch.cuda.max_memory_allocated during one call above what was allocated "
         "before it. "
         if on_gpu else
         "µs: time.perf_counter around each call (the CPU runs it); peak MiB: n/a (no GPU allocator to ask). "

@@ -90,17 +90,21 @@ def train_table(shape: Shape, rows: list[Row], settings: Settings) -> Table:
     )
     table.add_column("variant")
     table.add_column("check", no_wrap=True)
-    for name in ("1st call s", "GPU µs (p20–p80)" if on_gpu else "µs (p20–p80)", "× eager", "peak MiB", "saved"):
+    numbers = ["1st call s", "GPU µs (p20–p80)" if on_gpu else "µs (p20–p80)", "× eager"]
+    numbers += ["loop µs", "CPU µs"] if on_gpu else []
+    for name in numbers + ["peak MiB", "saved"]:
         table.add_column(name, justify="right")
     table.add_column("saved for backward", overflow="fold")
     for row in rows:
         timed = row.time_us is not None
+        loop = [fmt(row.loop_us, ",.1f"), fmt(row.cpu_us, ",.1f")] if on_gpu else []
         table.add_row(
             row.variant,
             status_cell(row),
             fmt(row.first_call_s, ".2f"),
             f"{row.time_us:,.1f} ({row.time_p20_us:,.1f}–{row.time_p80_us:,.1f})" if timed else "—",
             fmt(row.speedup, ".2f"),
+            *loop,
             fmt(row.peak_mib, ",.1f") if on_gpu else ("n/a" if timed else "—"),
             size(row.saved_bytes),
             escape(row.saved) if row.saved else "—",

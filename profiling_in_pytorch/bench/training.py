@@ -26,10 +26,18 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from profiling_in_pytorch.bench.measure import WARM_CALLS, Settings, failure_line, peak_memory_mib, rotating_inputs
+from profiling_in_pytorch.bench.measure import (
+    LOOP_CALLS,
+    LOOP_TARGET_US,
+    WARM_CALLS,
+    Settings,
+    failure_line,
+    peak_memory_mib,
+    rotating_inputs,
+)
 from profiling_in_pytorch.bench.rows import Row
 from profiling_in_pytorch.bench.shapes import Shape
-from profiling_in_pytorch.bench.timing import cpu_timing, gpu_timing
+from profiling_in_pytorch.bench.timing import back_to_back, cpu_timing, gpu_timing
 from profiling_in_pytorch.bench.variants import Variant
 from trace_report.errors import is_out_of_memory
 from profiling_in_pytorch.lesson.profiling import synchronize
@@ -131,6 +139,12 @@ def measure_training(
         row.time_us, row.time_p20_us, row.time_p80_us = timing.median_us, timing.p20_us, timing.p80_us
         row.samples = timing.samples or None
         row.tflops = shape.train_flops / (timing.median_us * 1e6)
+        if on_gpu:  # and back to back, as a training loop issues them: what a call costs the CPU to issue
+            status(f"{shape.name} · {variant.name}: timing forward + backward back to back")
+            calls = max(10, min(LOOP_CALLS, int(LOOP_TARGET_US / max(timing.median_us, 1.0))))
+            loop = back_to_back(train_call, inputs, calls)
+            row.loop_us, row.cpu_us = loop.per_forward_us, loop.cpu_us
+            row.loop_p20_us, row.loop_p80_us, row.loops = loop.p20_us, loop.p80_us, loop.loops
 
         # 5. What the forward keeps for the backward, counted by autograd's saved-tensor hooks.
         status(f"{shape.name} · {variant.name}: counting what the forward saves")
