@@ -60,7 +60,7 @@ _BREAKS = ("::", "_", ".", ", ", " ", "/", "-")
 
 def folded(text: str, width: int, lines: int = 2) -> str:
     """`text` in lines of at most `width` characters for a table cell, broken where a name has a seam (after `_`,
-    `::`, `.`, a space; before `<` and `(`), never inside a word (`aten::_grouped_m` / `m`); at most `lines` lines, an
+    `::`, `.`, a space; before `<` and `(` and a CamelCase word), never inside a word (`aten::_grouped_m` / `m`); at most `lines` lines, an
     ellipsis where it was cut. A piece longer than a line is cut where it must be."""
     if len(text) <= width:
         return text
@@ -88,7 +88,10 @@ def folded(text: str, width: int, lines: int = 2) -> str:
 def _pieces(text: str) -> list[str]:
     pieces, start, i = [], 0, 0
     while i < len(text):
-        if text[i] in "<(" and i > start:
+        # before `<` and `(`, and where a CamelCase word starts (`GELU` | `Activation`, `Llama` | `MLP`)
+        camel = (i > start and text[i].isupper() and text[i - 1].isalpha()
+                 and (text[i - 1].islower() or (i + 1 < len(text) and text[i + 1].islower())))
+        if (text[i] in "<(" and i > start) or camel:
             pieces.append(text[start:i])
             start = i
         for seam in _BREAKS:

@@ -77,6 +77,8 @@ def test_a_multi_tensor_apply_kernel_names_its_functor():
     ("cudnn_ampere_scudnn_128x64_relu_xregs_large_nn_v1", 24),
     ("vectorized_elementwise_kernel<launch_clamp_scalar>", 30),
     ("## Call CompiledFxGraph fbchdjuwxr5jjccub6pthgzyacknza5bg4grqztstyc7pks76avf ##", 60),
+    ("GELUActivation", 12),  # a module's type: between its CamelCase words
+    ("MixtralSparseMoeBlock", 14),
 ])
 def test_names_break_only_at_their_seams(text, width):
     lines = folded(text, width, lines=9).split("\n")
@@ -85,7 +87,8 @@ def test_names_break_only_at_their_seams(text, width):
     end = 0
     for line in lines[:-1]:
         end = text.index(line, end) + len(line)
-        assert text[end - 1] in "_:., " or text[end] in "<( ", (line, text[end:])
+        camel = text[end].isupper() and text[end - 1].isalpha()
+        assert text[end - 1] in "_:., " or text[end] in "<( " or camel, (line, text[end:])
 
 
 def test_an_op_too_long_for_its_cell_drops_its_namespace_before_it_breaks():
