@@ -156,7 +156,7 @@ class Summary:
                 {"name": r.name, "short_name": r.short, "decoded": r.decoded, "kind": r.kind,
                  "per_step": round(r.count / n, 3), "us_per_step": round(r.total_us / n, 3),
                  "share": _share(r.total_us, self.total_us), "launched_by": r.launched_by, "module": r.module,
-                 "compiled_graph": r.graph or None}
+                 "compiled_graph": r.graph or None, "issued_by": r.issued_by or None}
                 for r in self.top
             ],
             "not_linked": self.not_linked,

@@ -155,6 +155,10 @@ def test_a_recorded_collective_is_said_by_the_op_that_issued_it(capsys, monkeypa
     nccl = next(line for line in top.splitlines() if "ncclKernel_AllReduce" in line)
     assert "c10d::allreduce_" in nccl and "record_param_comms" not in top
     assert "the gradient buckets' all-reduces, DDP's reducer" in " ".join(top.split())
+    assert trace_report([str(A100_DDP), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["summary"]["top"]
+    nccl_row = next(row for row in rows if row["name"].startswith("ncclKernel_AllReduce"))
+    assert nccl_row["launched_by"] == "record_param_comms" and nccl_row["issued_by"] == "c10d::allreduce_"
 
 
 def test_gpu_work_outside_the_steps_is_in_no_per_step_figure(capsys, monkeypatch):
