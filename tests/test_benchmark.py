@@ -450,3 +450,30 @@ def test_training_mode_on_a_gpu_measures_peak_memory_and_the_fused_backward(tmp_
     assert eager["peak_mib"] > 0 and fused["peak_mib"] > 0 and fused["time_us"] > 0
     assert eager["saved"] == "x [128, 256] + 4 × [128, 512]"
     assert 0 < fused["saved_bytes"] < eager["saved_bytes"]  # x, the interleaved g and u, and h
+
+
+def _post_row(variant, time_us, loop_us, cpu_us, launches):
+    return Row("post", 64, 128, 768, 3072, variant, time_us=time_us, loop_us=loop_us, cpu_us=cpu_us, launches=launches)
+
+
+def test_launch_goals_and_host_cost_read_the_runs_own_numbers():
+    from profiling_in_pytorch.bench.floor import LaunchFloor, floor_line, host_cost_lines
+    from profiling_in_pytorch.bench.goals import launch_goal_lines
+
+    rows = [_post_row("eager", 244.7, 254.3, 66.2, 5), _post_row("fused", 172.5, 185.9, 32.0, 2),
+            _post_row("fused-fp8", 122.0, 126.0, 52.2, 3)]
+    add_speedups(rows)
+    lines = launch_goal_lines(rows)
+    assert "eager issues a call in 66.2 µs" in lines[0]
+    fused, fp8 = lines[1], lines[2]
+    assert "✗" in fused and "0.48× eager's (goal ≤ 0.5×)" in fused and "1.08× its GPU µs (goal ≤ 1.05×)" in fused
+    assert "✓" in fp8 and "2.02× eager in a loop (goal ≥ 1.8×)" in fp8
+    train = launch_goal_lines([_post_row("eager", 700, 750, 564.8, 30), _post_row("fused", 560, 620, 474.6, 20)],
+                              train=True)
+    assert len(train) == 2 and "✓" in train[1] and "0.84× eager's (goal ≤ 1×)" in train[1]
+    assert launch_goal_lines([_post_row("fused", 172.5, 185.9, 32.0, 2)]) == []  # no eager: nothing to judge by
+    floor = LaunchFloor(aten_op_us=6.1, triton_launch_us=10.3, ready_launch_us=4.9)
+    assert host_cost_lines(rows, floor)[1] == "  fused: 32.0 µs for 2 launches, 16.0 µs each (2.6× an ATen op's)"
+    console = Console(width=400, record=True)
+    console.print(floor_line(floor))
+    assert "through kernel[grid] 10.3, through its compiled launcher 4.9" in console.export_text()

@@ -66,8 +66,9 @@ def measure_launch_floor() -> LaunchFloor:
 
 
 def floor_line(floor: LaunchFloor) -> str:
+    # the backslash before [grid]: rich would read it as markup and drop it
     return (f"launch floor on this host (CPU µs to issue one): an ATen op {floor.aten_op_us:,.1f}, an empty Triton "
-            f"kernel through kernel[grid] {floor.triton_launch_us:,.1f}, through its compiled launcher "
+            f"kernel through kernel\\[grid] {floor.triton_launch_us:,.1f}, through its compiled launcher "
             f"{floor.ready_launch_us:,.1f}")
 
 
