@@ -27,6 +27,7 @@ def expectations(args):
         ex.kernels_per_step(1, claim="P2-01"),
         ex.bias_in_gemm_epilogue(claim="P2-02"),
         ex.layout_in_kernel_name(claim="P2-06"),
+        ex.gemm_rates([("linear", args.batch, args.in_dim, args.out_dim)], getattr(args, "dtype", None) or "bf16"),
     ]
     if args.compile:
         checks += [

@@ -47,7 +47,10 @@ def expectations(args):
     """Part 2's claims for the MLP that this run's trace can show (numbered as in docs/claims.md)."""
     gate, up, down = (f"[{args.batch * args.seq},{k}] x [{k},{n}]" for k, n in
                       ((args.dim, args.hidden), (args.dim, args.hidden), (args.hidden, args.dim)))
-    checks = [ex.profiler_steps(claim="P2-01")]
+    tokens, dtype = args.batch * args.seq, getattr(args, "dtype", None) or "bf16"
+    rates = ex.gemm_rates([("gate", tokens, args.dim, args.hidden), ("up", tokens, args.dim, args.hidden),
+                           ("down", tokens, args.hidden, args.dim)], dtype, same_work=True, claim="P2-11")
+    checks = [ex.profiler_steps(claim="P2-01"), rates]
     if args.compile:
         checks += [
             ex.no_cpu_op("aten::linear", "aten::matmul", "aten::t", "aten::transpose", "aten::reshape", claim="P2-13"),

@@ -40,7 +40,7 @@ LABEL = "fused_mlp_fwd"
 FUSED_KERNEL = r"_geglu_gemm"
 
 
-def expectations(device_type):
+def expectations(device_type, sizes=None, dtype="bf16"):
     """On a GPU: two kernels, the fused one and cuBLAS's down projection. Under Triton's interpreter on a CPU the
     kernel runs as Python, named in the trace all the same, and only down_proj is an aten::mm."""
     fused = ex.kernel_matching(FUSED_KERNEL, 1, text="one fused gate/up GEMM + GeGLU kernel (_geglu_gemm_*) per step")
@@ -52,7 +52,12 @@ def expectations(device_type):
         fused,
         ex.gemms_per_step(2),  # the fused gate/up GEMM (Triton) and cuBLAS's down projection
         ex.no_separate_kernel_for("gelu", "mul"),
-    ]
+    ] + ([ex.gemm_rates(gemms_of(*sizes), dtype)] if sizes else [])
+
+
+def gemms_of(batch, seq, dim, hidden):
+    """The step's two GEMMs, (name, M, K, N): gate and up as one product over the interleaved weights, then down."""
+    return [("gate/up + GeGLU", batch * seq, dim, 2 * hidden), ("down", batch * seq, hidden, dim)]
 
 
 @exits_cleanly
@@ -77,7 +82,7 @@ def main(argv=None):
         with torch.no_grad(), record_function(LABEL):
             return model(x)
 
-    expected = expectations(run.device.type)
+    expected = expectations(run.device.type, sizes, run.dtype_name)
     lesson.announce(expected, run, compiled_already=True)
     step()  # the first forward per shape compiles the Triton kernel and times its launch configurations
     lesson.synchronize(run.device)

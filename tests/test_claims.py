@@ -25,7 +25,7 @@ ALL_CLAIMS = {f"P1-{i:02d}" for i in range(1, 17)} | {f"P2-{i:02d}" for i in ran
 def flags(**given) -> argparse.Namespace:
     """The lessons' parsed flags, at the posts' defaults unless given."""
     defaults = dict(size=64, warmup=False, batched=False, compile=False, record_shapes=False,
-                    batch=64, seq=128, dim=768, hidden=3072)
+                    batch=64, seq=128, dim=768, hidden=3072, in_dim=32, out_dim=64)
     return argparse.Namespace(**{**defaults, **given})
 
 
@@ -50,8 +50,8 @@ H200_RUNS = [
      {("P1-09", ex.HOPPER_LAUNCH), ("P1-08", ex.CPU_OPS_BEFORE.format(op="aten::bmm"))}),
     ("01_matmul_add/64_bf16_cold_compile", LESSON_01.expectations(flags(compile=True)), set()),
     ("01_matmul_add/4096_bf16_cold_compile", LESSON_01.expectations(flags(size=4096, compile=True)), set()),
-    ("02_linear/1024_32_64_eager", LESSON_02.expectations(flags()), set()),
-    ("02_linear/1024_32_64_compile", LESSON_02.expectations(flags(compile=True)), set()),
+    ("02_linear/1024_32_64_eager", LESSON_02.expectations(flags(batch=1024)), set()),
+    ("02_linear/1024_32_64_compile", LESSON_02.expectations(flags(batch=1024, compile=True)), set()),
     ("03_simple_mlp/64_128_768_3072_eager", LESSON_03.expectations(flags()), {("P2-09", ex.HOPPER_LAUNCH)}),
     ("03_simple_mlp/64_128_768_3072_shapes_eager", LESSON_03.expectations(flags(record_shapes=True)),
      {("P2-09", ex.HOPPER_LAUNCH)}),
@@ -67,18 +67,18 @@ def test_the_h200_trace_shows_each_claim_or_the_hardware_says_why(fixture, expec
     outcomes = [(e, e.check(trace)) for e in expectations]
     failed = {(e.claim, o.reason) for e, o in outcomes if o.ok is False}
     assert failed == known, {e.title: o.evidence for e, o in outcomes if o.ok is False}
-    skipped = [e.title for e, o in outcomes if o.ok is None]
-    assert skipped == [] or skipped == [e.title for e in expectations if e.claim == "P2-11"], skipped
+    skipped = [e for e, o in outcomes if o.ok is None]  # only the shapes, where the run did not record them
+    assert all(e.claim == "P2-11" and "GFLOP" not in e.text for e in skipped), [e.title for e in skipped]
 
 
 def test_every_claim_of_the_posts_is_checked_by_a_lesson():
-    checked = {e.claim for _, expectations, _ in H200_RUNS for e in expectations}
+    checked = {e.claim for _, expectations, _ in H200_RUNS for e in expectations if e.claim}  # "": the suite's own
     assert checked == ALL_CLAIMS, sorted(ALL_CLAIMS ^ checked)
 
 
 def test_the_shapes_claim_needs_its_flag():
     eager = read_trace(H200 / "03_simple_mlp" / "64_128_768_3072_eager.json.gz")
-    shapes = next(e for e in LESSON_03.expectations(flags()) if e.claim == "P2-11")
+    shapes = next(e for e in LESSON_03.expectations(flags()) if e.claim == "P2-11" and "GFLOP" not in e.text)
     outcome = shapes.check(eager)
     assert outcome.ok is None and outcome.reason == ex.SHAPES_OFF
     recorded = read_trace(H200 / "03_simple_mlp" / "64_128_768_3072_shapes_eager.json.gz")

@@ -10,6 +10,12 @@ run on; "fp32 matrix" AMD's matrix cores on fp32 (NVIDIA runs fp32 GEMMs on CUDA
 A GPU is found by the name the trace records (deviceProperties, `NVIDIA H100 80GB HBM3`), matched by the patterns
 below in order; without a name, by the architecture its kernels were built for (sm90, gfx942), the most common GPU of
 it assumed and said so. `--peak TFLOPS,TBPS` replaces both.
+
+A trace may carry what its own GPU reached, measured beside the profile: a top-level key `"measured_peak"`,
+`{"dtype": "bf16", "gemm_tflops": 786.7, "copy_tbps": 4.26, "how": "an 8192³ GEMM's best burst, a 1 GiB copy"}`
+(the lessons write it, with the benchmark's own ceilings, bench.timing.measure_ceilings; any script can). It replaces
+the datasheet's rate for matrix ops of that dtype and its bandwidth, and the table says so: a GPU at its power limit
+runs below its datasheet (an H200 at 700 W: about 800 TFLOP/s for tens of ms of GEMMs, 989 on paper).
 """
 
 from __future__ import annotations
@@ -98,6 +104,7 @@ PEAKS = [
 ]
 _PEAKS = [(re.compile(pattern), peak) for pattern, peak in PEAKS]
 _BY_NAME = {peak.name: peak for _, peak in PEAKS}
+MEASURED_KEY = "measured_peak"  # the trace's top-level key for its GPU's measured ceilings (see above)
 # An architecture without a GPU's name: its most common data-center GPU, assumed (the report says so).
 BY_ARCHITECTURE = {"sm70": "V100 SXM2", "sm80": "A100 80GB SXM", "sm90": "H100 SXM", "sm100": "B200",
                    "gfx90a": "MI250X (one GCD)", "gfx942": "MI300X", "gfx950": "MI355X"}
@@ -125,6 +132,12 @@ def find(trace: Trace, given: tuple[float, float] | None = None) -> Found | None
         tflops, tbps = given
         rates = dict.fromkeys(("bf16", "fp16", "fp8", "tf32", "fp32", "fp32 matrix"), tflops)
         return Found(Peak("given", rates, tbps, "--peak"), f"given by --peak: {tflops:g} TFLOP/s, {tbps:g} TB/s")
+    found = _datasheet(trace)
+    measured = _measured(trace.meta.get(MEASURED_KEY), found.peak if found is not None else None)
+    return measured or found
+
+
+def _datasheet(trace: Trace) -> Found | None:
     name = trace.device_properties.get("name")
     label = trace.device or ""
     peak = peak_for_name(name if isinstance(name, str) else None) or peak_for_name(label.split(" (")[0])
@@ -135,6 +148,29 @@ def find(trace: Trace, given: tuple[float, float] | None = None) -> Found | None
         peak = _BY_NAME[BY_ARCHITECTURE[arch.group(1)]]
         return Found(peak, f"assumed from {arch.group(1)}: {peak.name}'s ({peak.source}); --peak sets them")
     return None
+
+
+def _measured(data, datasheet: Peak | None) -> Found | None:
+    """The trace's own measured ceilings (MEASURED_KEY) over the datasheet's: its GEMM rate for matrix ops of its
+    dtype (bf16 and fp16 share the tensor cores' rate), its copy rate for the bandwidth; None when absent or not
+    numbers."""
+    if not isinstance(data, dict):
+        return None
+    gemm, copy, dtype = data.get("gemm_tflops"), data.get("copy_tbps"), data.get("dtype")
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in (gemm, copy)) or \
+            dtype not in ("bf16", "fp16", "fp32", "fp8", "tf32"):
+        return None
+    rates = dict(datasheet.tflops) if datasheet is not None else {}
+    # an fp32 GEMM's rate is the matrix rate (TF32 or not): the vector units' fp32 rate stays the pointwise ops' peak
+    for kind in {"bf16": ("bf16", "fp16"), "fp16": ("bf16", "fp16"), "fp32": ("fp32 matrix",)}.get(dtype, (dtype,)):
+        rates[kind] = float(gemm)
+    name = datasheet.name if datasheet is not None else "this GPU"
+    how = f"measured on this GPU beside the profile: {gemm:,.0f} TFLOP/s {dtype} GEMM, {copy:g} TB/s copy"
+    if isinstance(data.get("how"), str):
+        how += f" ({data['how']})"
+    if datasheet is not None:
+        how += f"; the datasheet: {datasheet.tflops.get(dtype, 0):,.0f} and {datasheet.tbps:g}"
+    return Found(Peak(name, rates, float(copy), how), how)
 
 
 def bandwidth_gbs(name: str | None) -> float | None:

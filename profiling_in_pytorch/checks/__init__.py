@@ -23,6 +23,7 @@ The checks live by concern, and this package re-exports each module's `__all__`:
                  attention_occupancy.py (a kernel's footprint and occupancy). A lesson imports those it checks,
                  `from …checks import attention as ac, attention_naive as na`: none is re-exported here (their
                  names are attention's: operations, role, backend_of, ...)
+    roofline.py  GEMMs against the GPU's ceiling: FLOPs by trace-report's formula, TFLOP/s, share of the ceiling
     fp8.py       FP8 forwards (lesson 10): FP8 GEMMs and their scale modes, the scaling and cast kernels around them
     memory.py    a training step's memory (lesson 11): its peak, the split by category, what the forward holds,
                  what checkpointing trades: `… import memory as mx`
@@ -31,7 +32,7 @@ The checks live by concern, and this package re-exports each module's `__all__`:
 A new check goes into the module of its concern, in its `__all__`; a new concern is a new module, imported below.
 """
 
-from profiling_in_pytorch.checks import base, communication, data_parallel, dispatch, fp8, kernels, regime
+from profiling_in_pytorch.checks import base, communication, data_parallel, dispatch, fp8, kernels, regime, roofline
 from profiling_in_pytorch.checks import training
 from profiling_in_pytorch.checks.base import *  # noqa: F403
 from profiling_in_pytorch.checks.communication import *  # noqa: F403
@@ -40,7 +41,8 @@ from profiling_in_pytorch.checks.dispatch import *  # noqa: F403
 from profiling_in_pytorch.checks.fp8 import *  # noqa: F403
 from profiling_in_pytorch.checks.kernels import *  # noqa: F403
 from profiling_in_pytorch.checks.regime import *  # noqa: F403
+from profiling_in_pytorch.checks.roofline import *  # noqa: F403
 from profiling_in_pytorch.checks.training import *  # noqa: F403
 
 __all__ = (base.__all__ + regime.__all__ + dispatch.__all__ + kernels.__all__ + training.__all__ + communication.__all__
-           + data_parallel.__all__ + fp8.__all__)
+           + data_parallel.__all__ + fp8.__all__ + roofline.__all__)

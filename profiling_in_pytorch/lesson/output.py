@@ -3,9 +3,14 @@ picture beside it; then what the profile shows beyond the guesses (`fusion_candi
 
 from __future__ import annotations
 
+import torch
 from torch.profiler import profile
 
+from profiling_in_pytorch.bench import timing as bench_timing  # a module, not its names: bench.timing imports lesson.device
+from profiling_in_pytorch.lesson.device import dtype_name
+from trace_report.errors import UsageError
 from trace_report.files import write_atomically
+from trace_report.peaks import MEASURED_KEY
 from profiling_in_pytorch.lesson.commands import shown_path
 from profiling_in_pytorch.lesson.op_table import op_table_text, print_op_table
 from profiling_in_pytorch.lesson.profiling import export_trace
@@ -22,6 +27,9 @@ def save(prof: profile, run: Run, unprofiled: Unprofiled | None = None, extra: d
     to fit this terminal, and the profiled step against the unprofiled one: what the profiler changed, and whether
     the verdict holds without it. `extra`: more top-level keys for the trace (lesson 11's memory timeline)."""
     first = {UNPROFILED_KEY: unprofiled.to_dict()} if unprofiled is not None else {}
+    measured = measured_peak(run)
+    if measured is not None:
+        first[MEASURED_KEY] = measured
     first.update(extra or {})
     export_trace(prof, run.trace_path, trace_name=shown_path(run.trace_path), first=first)
     write_atomically(run.table_path, op_table_text(prof, run.device))
@@ -32,6 +40,27 @@ def save(prof: profile, run: Run, unprofiled: Unprofiled | None = None, extra: d
     if unprofiled is not None:
         console.print()
         print_observed(observe(trace, verdict(trace)), console)
+
+
+def measured_peak(run: Run) -> dict | None:
+    """On a GPU, what it reaches now, outside the profile, with the benchmark's own ceilings (an 8192³ GEMM's best
+    burst in the run's dtype, a 1 GiB copy: bench.timing.measure_ceilings, about 0.3 s): the peaks the trace's op
+    table and the lessons' GEMM rates are read against (trace_report.peaks, MEASURED_KEY). None on a CPU, or where
+    the GEMM and the copy do not fit beside the lesson's tensors."""
+    if run.device.type != "cuda":
+        return None
+    try:
+        with console.status("measuring this GPU's GEMM and copy rates"):
+            found = bench_timing.measure_ceilings(run.device, run.dtype, warmup_ms=25, rep_ms=100)
+    except (UsageError, torch.OutOfMemoryError):
+        console.print("this GPU's ceilings not measured: the GEMM and the copy do not fit beside the lesson's tensors; "
+                      "the datasheet's peaks stand in", soft_wrap=True)
+        return None
+    n, tbps = found.matmul_size, found.copy_gb_per_s / 1e3
+    console.print(f"this GPU, measured: {found.matmul_tflops:,.0f} TFLOP/s on an {n}³ {dtype_name(run.dtype)} GEMM, "
+                  f"{tbps:.2f} TB/s on a copy: the ceilings its GEMMs are read against", soft_wrap=True)
+    return {"dtype": dtype_name(run.dtype), "gemm_tflops": round(found.matmul_tflops, 1), "copy_tbps": round(tbps, 3),
+            "how": f"an {n}³ GEMM's best burst, a {found.copy_bytes // 2 >> 30} GiB copy"}
 
 
 def fusion_candidates(run: Run, rows: int = 3) -> None:

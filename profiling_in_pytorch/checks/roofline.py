@@ -1,0 +1,63 @@
+"""GEMMs against the GPU's ceiling (P2-11's "each GEMM 2·8192·768·3072 ≈ 38.7 GFLOP", counted, timed and weighed):
+each GEMM's FLOPs by trace-report's own formula (trace_report.flops, as its "Ops by roofline" counts them), its
+kernel's time in the trace (the step's GEMMs in launch order, averaged over the steps), its TFLOP/s, and its share of
+the ceiling trace-report reads for the trace: the GEMM rate the lesson measured on this GPU beside the profile where
+the trace holds it (bench.timing.measure_ceilings, the benchmark's "% matmul" ceiling), else the datasheet's.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+from profiling_in_pytorch.checks.base import Expectation, Outcome, needs_gpu
+from trace_report import peaks
+from trace_report.flops import op_cost
+from trace_report.kernels import decode
+from trace_report.model import CpuOp, Trace
+
+__all__ = ["gemm_rates"]
+
+# The profiler's names for the dtypes the lessons run in, as an op's recorded input type.
+RECORDED_TYPE = {"bf16": "c10::BFloat16", "fp16": "c10::Half", "fp32": "float", "fp8": "c10::Float8_e4m3fn"}
+
+
+def gemm_flops(m: int, k: int, n: int, dtype: str) -> int:
+    """FLOPs of one [m,k] x [k,n] product, by the formula trace-report counts aten::mm with."""
+    kind = RECORDED_TYPE[dtype]
+    return op_cost(CpuOp("aten::mm", 0.0, 0.0, None, None, input_dims=((m, k), (k, n)), input_types=(kind, kind))).flops
+
+
+def gemm_rates(gemms: Sequence[tuple[str, int, int, int]], dtype: str, *, same_work: bool = False,
+               claim: str = "") -> Expectation:
+    """`gemms`: (name, M, K, N) of each GEMM kernel of a step, in launch order. ✓ when each is found and timed (and,
+    with `same_work`, all do the same FLOPs); the evidence gives each one's GFLOP, TFLOP/s and share of the ceiling."""
+    counted = [(name, gemm_flops(m, k, n, dtype)) for name, m, k, n in gemms]
+    work = sorted({round(f / 1e9, 1) for _, f in counted})
+    said = " and ".join(f"{w:g}" for w in work)
+    text = (f"{len(gemms)} GEMM{'s' if len(gemms) != 1 else ''}, {said} GFLOP {'each' if len(gemms) > 1 else ''}"
+            .replace("  ", " ").strip() + ": TFLOP/s and the share of this GPU's GEMM ceiling")
+
+    @needs_gpu
+    def check(trace: Trace) -> Outcome:
+        per_step = [step.gemms for step in trace.steps]
+        if any(len(found) < len(gemms) for found in per_step):
+            return Outcome(False, f"GEMM kernels per step: {[len(found) for found in per_step]}, {len(gemms)} expected")
+        found = peaks.find(trace)
+        ceiling = found.peak.compute(dtype, matrix=True) if found is not None else None
+        parts = []
+        for i, (name, flops) in enumerate(counted):
+            us = statistics.mean(found_gemms[i].dur for found_gemms in per_step)
+            tflops = flops / (us * 1e6)
+            share = f", {tflops / ceiling:.0%}" if ceiling else ""
+            parts.append(f"{name} {flops / 1e9:.1f} GFLOP in {us:,.1f} µs: {tflops:,.0f} TFLOP/s{share} "
+                         f"({decode(per_step[0][i].name).short})")
+        against = ("no ceiling known for this GPU" if found is None else
+                   f"of {ceiling:,.0f} TFLOP/s, {'measured here' if found.how.startswith('measured') else 'the datasheet'}"
+                   if ceiling else f"no {dtype} ceiling for {found.peak.name}")
+        same = len({f for _, f in counted}) == 1
+        ok = same or not same_work
+        return Outcome(ok, "; ".join(parts) + f" ({against})",
+                       None if ok else "the GEMMs do different work: their FLOPs differ")
+
+    return Expectation(text, check, claim)
