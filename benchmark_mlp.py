@@ -132,7 +132,7 @@ VARIANTS: dict[str, Variant] = {
     "liger": Variant("liger", build=build_liger, unavailable=needs_cuda("Liger's GeGLU is a Triton GPU kernel"),
                      per_call="a Python autograd.Function and Triton's launcher"),
     "fused": Variant("fused", build=build_fused, unavailable=needs_cuda_in_half,
-                     per_call="Triton's launcher for the GeGLU GEMM"),
+                     per_call="the GeGLU GEMM's kept launch (its compiled launcher), a cuBLAS call"),
     "cuda-graph": Variant("cuda-graph", build=build_captured, unavailable=needs_cuda("CUDA graphs"),
                           per_call="a copy into the graph's input, then one CUDA graph launch for every kernel",
                           inference_only=CAPTURED_INFERENCE_ONLY),
@@ -152,7 +152,7 @@ VARIANTS.update({
     "torchao-fp8-compile": Variant("torchao-fp8-compile", build=build_fp8("torchao", compiled=True), compiles=True,
                                    unavailable=needs_fp8(), per_call=COMPILED_CALL, **_FP8),
     "fused-fp8": Variant("fused-fp8", build=build_fp8("fused"), unavailable=needs_fp8(fused=True),
-                         per_call="Triton's launcher twice and a torch._scaled_mm", **_FP8),
+                         per_call="two kept Triton launches and a torch._scaled_mm", **_FP8),
 })
 
 
