@@ -308,9 +308,10 @@ class _KeptFP8Forward:
     """FusedFP8GeGLUMLP's forward for one layout of x, after its first call: the three kept launches fed directly.
 
     x's e4m3 copy and its scales share one allocation, fed to the kernels as addresses (only Triton reads them),
-    and m's scales are allocated already as the [M, K / 128] transpose cuBLAS reads: four allocations and every
-    per-call check and lookup fewer than the step-by-step path. Measured on the H200's host at 256 tokens: 83.7 µs
-    of CPU per forward through the step-by-step ready launches, 258 through kernel[grid] (docs/fp8.md).
+    and m's scales are allocated already as the [M, K / 128] transpose cuBLAS reads: one allocation, three keys
+    and their checks fewer than the step-by-step path. On the H200's host at 256 tokens: 51.2 µs of CPU per
+    forward, against 83.7 step by step through the ready launches and 167.1 through kernel[grid]
+    (docs/launch-cost.md).
     """
 
     def __init__(self, module: FusedFP8GeGLUMLP, x: torch.Tensor, down: str, quantize, geglu, triton_down):

@@ -255,7 +255,8 @@ _best_config: dict[tuple, triton.Config] = {}
 # the compiled kernel and its integer arguments are fixed for the key, the weights' CUtensorMaps encoded once.
 # The key holds everything Triton specializes the kernel on (shapes, strides, dtypes, device, 16-byte alignment)
 # and every check below depends on, so a call that finds its key skips them. On the H200's host at the post's
-# shape this took the module's forward from 107 to about 40 µs of CPU time (docs/fused-mlp.md).
+# shape, with the module's own kept launch (fused.py), the forward's CPU time went from 139.2 to 32.0 µs
+# (docs/launch-cost.md).
 _ready_launches: dict[tuple, "_ReadyGeGLU"] = {}
 # Distinct keys kept (varying sequence lengths make new ones); past it the cache starts again.
 MAX_READY_LAUNCHES = 256
