@@ -155,7 +155,7 @@ def test_rank_sets_are_named_run_rank_r():
 def test_trace_report_reads_a_runs_ranks_together(plain):
     result = trace_report(*plain)
     assert result.returncode == 0, result.stderr
-    out = result.stdout
+    out = " ".join(result.stdout.split())  # prose wraps at the terminal's width, between words
     assert "2 ranks" in out and "per rank, per step" in out
     assert "median 10.0 µs, max 10.0 µs" in out and "last to start: rank 1 ×3" in out
     assert "NCCL AllReduce; op Sum; bf16; ring" in out  # rank 0's collectives, decoded

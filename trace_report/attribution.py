@@ -175,5 +175,5 @@ def print_owners(ranks, console) -> None:
                       *((size_text(row.get("bytes_per_step")),) if sized else ()))
     console.print(table)
     console.print("  unit: FSDP2's unit as its ranges name it; DDP's bucket by the order its reducer issues "
-                  "them (bucket 0: the last layers' gradients); exposed: nothing else ran beside it", soft_wrap=True)
+                  "them (bucket 0: the last layers' gradients); exposed: nothing else ran beside it")
     console.print()

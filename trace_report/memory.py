@@ -204,7 +204,7 @@ def print_memory(peaks: list[DevicePeak], console, rows: int | None = TOP_ALLOCA
         cpu = (": a CPU's count starts with the recording, what was allocated before (the weights) is not in it"
                if p.device == "cpu" else "")
         console.print(f"[bold]Memory[/bold] on {p.device}: peak {readable_bytes(p.peak_bytes)} allocated{reserved}, "
-                      f"{escape(when)}{escape(inside)}{escape(by)} ({p.events:,} memory events{cpu})", soft_wrap=True)
+                      f"{escape(when)}{escape(inside)}{escape(by)} ({p.events:,} memory events{cpu})")
         table = Table(box=None, pad_edge=False, show_edge=False)
         table.add_column("live at the peak, allocated by", overflow="fold")
         table.add_column("in", overflow="fold")

@@ -248,7 +248,7 @@ def print_observed(observed: Observed, console: Console) -> None:
         lines = [f"recorded with {_recorded(observed.options)}", *lines]
     for sentence in lines:  # wrapped to the terminal, each line indented under the heading
         for line in textwrap.wrap(sentence, width=max(40, console.width - 2)):
-            console.print(f"  {line}", soft_wrap=True, markup=False, highlight=False)
+            console.print(f"  {line}", markup=False, highlight=False)
     console.print()
 
 

@@ -353,7 +353,7 @@ def _launch_reason(slow: RankTrace, others: Sequence[RankTrace]) -> list[str]:
 def print_ranks(ranks: Sequence[RankTrace], console: Console) -> None:
     """One row per rank, then how far apart the ranks reached each collective."""
     names = ", ".join(f"rank {r.rank}: {r.figures.name}" for r in ranks)
-    console.print(f"[bold]{len(ranks)} ranks[/bold] · {escape(names)}", soft_wrap=True)
+    console.print(f"[bold]{len(ranks)} ranks[/bold] · {escape(names)}")
     lag = skew(ranks)
     steps = ", ".join(sorted({str(r.figures.steps) for r in ranks}))
     table = Table(title=f"per rank, per step (means over {steps} steps)")
@@ -376,14 +376,12 @@ def print_ranks(ranks: Sequence[RankTrace], console: Console) -> None:
     console.print(
         "  comm: collectives' time on the lane; exposed: the part with nothing else running; waiting: how long "
         "this rank's collectives started before the last rank's",
-        soft_wrap=True,
     )
     hosts = {r.host for r in ranks if r.host}
     if not windows_overlap(ranks):
         console.print(
             "skew: the ranks' profiled windows do not overlap in time: traces of different runs, or from hosts whose "
             "clocks differ, so their collectives cannot be compared",
-            soft_wrap=True,
         )
     elif lag is None:
         console.print("skew: no collective found on every rank, nothing to compare")
@@ -392,23 +390,20 @@ def print_ranks(ranks: Sequence[RankTrace], console: Console) -> None:
         console.print(
             f"skew between ranks at each collective's start ({lag.matched} matched by step and order): median "
             f"{lag.median_us:,.1f} µs, max {lag.max_us:,.1f} µs ({escape(lag.max_at)}); last to start: {escape(last)}",
-            soft_wrap=True,
         )
         console.print(
             "  a collective ends once the last rank has joined it: the others wait for it, and on a GPU that wait "
             "is inside the NCCL kernel's duration",
-            soft_wrap=True,
         )
         slow = straggler(ranks, lag)
         if slow is not None:
-            console.print(f"straggler: rank {slow.rank}, last to start {slow.last} of {slow.matched} collectives",
-                          soft_wrap=True)
+            console.print(f"straggler: rank {slow.rank}, last to start {slow.last} of {slow.matched} collectives")
             for reason in slow.reasons:
-                console.print(f"  {escape(reason)}", soft_wrap=True)
+                console.print(f"  {escape(reason)}")
         print_transfers(ranks, console)
     if len(hosts) > 1:
         console.print("[yellow]note:[/yellow] the traces come from different hosts, whose clocks differ: the skew "
-                      "is not comparable", soft_wrap=True)
+                      "is not comparable")
     console.print()
 
 
