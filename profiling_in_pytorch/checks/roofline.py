@@ -33,10 +33,14 @@ def gemm_rates(gemms: Sequence[tuple[str, int, int, int]], dtype: str, *, same_w
     """`gemms`: (name, M, K, N) of each GEMM kernel of a step, in launch order. ✓ when each is found and timed (and,
     with `same_work`, all do the same FLOPs); the evidence gives each one's GFLOP, TFLOP/s and share of the ceiling."""
     counted = [(name, gemm_flops(m, k, n, dtype)) for name, m, k, n in gemms]
-    work = sorted({round(f / 1e9, 1) for _, f in counted})
-    said = " and ".join(f"{w:g}" for w in work)
-    text = (f"{len(gemms)} GEMM{'s' if len(gemms) != 1 else ''}, {said} GFLOP {'each' if len(gemms) > 1 else ''}"
-            .replace("  ", " ").strip() + ": TFLOP/s and the share of this GPU's GEMM ceiling")
+    amounts = list(dict.fromkeys(_amount(f) for _, f in counted))  # in launch order, each once
+    if len(counted) == 1:
+        work = f"1 GEMM of {amounts[0]}"
+    elif len(amounts) == 1:
+        work = f"{len(counted)} GEMMs of {amounts[0]} each"
+    else:
+        work = f"{len(counted)} GEMMs: {', '.join(f'{name} {_amount(f)}' for name, f in counted)}"
+    text = f"{work}: TFLOP/s and the share of this GPU's GEMM ceiling"
 
     @needs_gpu
     def check(trace: Trace) -> Outcome:
@@ -49,8 +53,8 @@ def gemm_rates(gemms: Sequence[tuple[str, int, int, int]], dtype: str, *, same_w
         for i, (name, flops) in enumerate(counted):
             us = statistics.mean(found_gemms[i].dur for found_gemms in per_step)
             tflops = flops / (us * 1e6)
-            share = f", {tflops / ceiling:.0%}" if ceiling else ""
-            parts.append(f"{name} {flops / 1e9:.1f} GFLOP in {us:,.1f} µs: {tflops:,.0f} TFLOP/s{share} "
+            share = f", {_share(tflops / ceiling)}" if ceiling else ""
+            parts.append(f"{name} {_amount(flops)} in {us:,.1f} µs: {_rate(tflops)} TFLOP/s{share} "
                          f"({decode(per_step[0][i].name).short})")
         against = ("no ceiling known for this GPU" if found is None else
                    f"of {ceiling:,.0f} TFLOP/s, {'measured here' if found.how.startswith('measured') else 'the datasheet'}"
@@ -61,3 +65,19 @@ def gemm_rates(gemms: Sequence[tuple[str, int, int, int]], dtype: str, *, same_w
                        None if ok else "the GEMMs do different work: their FLOPs differ")
 
     return Expectation(text, check, claim)
+
+
+def _amount(flops: float) -> str:
+    """38.7 GFLOP, 4.19 MFLOP: three significant digits in the unit that reads."""
+    for unit, scale in (("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6)):
+        if flops >= scale:
+            return f"{flops / scale:.3g} {unit}"
+    return f"{flops:,.0f} FLOP"
+
+
+def _rate(tflops: float) -> str:
+    return f"{tflops:,.0f}" if tflops >= 10 else f"{tflops:.2g}"
+
+
+def _share(share: float) -> str:
+    return f"{share:.0%}" if share >= 0.01 else f"{share:.2%}"
