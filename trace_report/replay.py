@@ -8,7 +8,8 @@ and put its time beside the trace's.
 The script this module writes is the whole method, readable on its own: inputs built with the recorded strides
 (a transposed weight stays transposed, so cuBLAS picks the same layout), random values (a GEMM's time does not depend
 on them; a kernel that branches on values, a sort or a top-k, may), the op called through the dispatcher by name,
-timed with CUDA events over 100 calls after 10 warm-up calls, twice: with L2 flushed before each call (as the op
+timed with CUDA events over 100 calls after 10 warm-up calls, each call queued behind a spin kernel so that the
+events time its kernels and not its launch, twice: with L2 flushed before each call (as the op
 meets its inputs in a model, after other ops evicted them) and warm (its inputs still in L2, as a loop of the same op
 finds them). What the profiler does not record takes its default: a string argument (`gelu`'s approximate="tanh"
 reads as "", so the replay runs the erf GELU), an optional input left out, the output's dtype of a cast.
@@ -161,6 +162,7 @@ Written by trace-report --replay_script: the inputs rebuilt from the trace's rec
 {told}import json
 import statistics
 import sys
+import time
 
 import torch
 
@@ -174,12 +176,34 @@ inputs = (
 l2 = torch.empty(max(2 * torch.cuda.get_device_properties(0).L2_cache_size, 1 << 20), dtype=torch.uint8, device="cuda")
 
 
+def cycles_per_us() -> float:
+    """torch.cuda._sleep's cycles in a microsecond on this GPU (its clock), measured."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(1_000_000)
+    start.record()
+    torch.cuda._sleep(1_000_000)
+    end.record()
+    torch.cuda.synchronize()
+    return 1_000_000 / (start.elapsed_time(end) * 1e3)
+
+
+op(*inputs)  # the first call: the library picks its kernel, allocates its workspace
+torch.cuda.synchronize()
+began = time.perf_counter()
+op(*inputs)
+issue_us = (time.perf_counter() - began) * 1e6
+# The GPU spins while the CPU issues each call, so that the events time the op's kernels, not its launch (a 3 µs op
+# issued in 20 µs reads 20 µs without the hold).
+hold = int((50 + 2 * issue_us) * cycles_per_us())
+
+
 def timed(flush: bool) -> float:
     """Median µs per call over {CALLS} calls after {WARMUP}, each between two CUDA events."""
     times = []
     for i in range({WARMUP} + {CALLS}):
         if flush:
             l2.zero_()  # evicts the inputs: the op reads them from HBM, as in a model
+        torch.cuda._sleep(hold)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         op(*inputs)
