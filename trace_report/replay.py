@@ -8,10 +8,10 @@ and put its time beside the trace's.
 The script this module writes is the whole method, readable on its own: inputs built with the recorded strides
 (a transposed weight stays transposed, so cuBLAS picks the same layout), random values (a GEMM's time does not depend
 on them; a kernel that branches on values, a sort or a top-k, may), the op called through the dispatcher by name,
-timed with CUDA events over 100 calls after 10 warm-up calls, each call queued behind a spin kernel so that the
-events time its kernels and not its launch, twice: with L2 flushed before each call (as the op
-meets its inputs in a model, after other ops evicted them) and warm (its inputs still in L2, as a loop of the same op
-finds them). What the profiler does not record takes its default: a string argument (`gelu`'s approximate="tanh"
+queued behind a spin kernel so that CUDA events time its kernels and not its launch, twice: 100 calls after 10
+warm-up calls, each with L2 flushed before it and between its own pair of events (as the op meets its inputs in a
+model, after other ops evicted them; the events add a few µs around one kernel), and 100 calls back to back between
+one pair (warm: its inputs in L2, as a loop of the same op finds them). What the profiler does not record takes its default: a string argument (`gelu`'s approximate="tanh"
 reads as "", so the replay runs the erf GELU), an optional input left out, the output's dtype of a cast.
 
 The trace's time is the op's GPU time per call, its kernels' summed durations (by correlation). A replay within a
@@ -192,18 +192,18 @@ torch.cuda.synchronize()
 began = time.perf_counter()
 op(*inputs)
 issue_us = (time.perf_counter() - began) * 1e6
-# The GPU spins while the CPU issues each call, so that the events time the op's kernels, not its launch (a 3 µs op
-# issued in 20 µs reads 20 µs without the hold).
-hold = int((50 + 2 * issue_us) * cycles_per_us())
+# The GPU spins while the CPU issues the calls, so that the events time the op's kernels, not its launch (a 3.6 µs
+# cumsum issued in ~20 µs read 24.5 µs without the hold on an H200).
+cycles = cycles_per_us()
 
 
-def timed(flush: bool) -> float:
-    """Median µs per call over {CALLS} calls after {WARMUP}, each between two CUDA events."""
+def flushed() -> float:
+    """Median µs per call over {CALLS} calls after {WARMUP}, each after an L2 flush, between two CUDA events (which add
+    a few µs of their own around one kernel)."""
     times = []
     for i in range({WARMUP} + {CALLS}):
-        if flush:
-            l2.zero_()  # evicts the inputs: the op reads them from HBM, as in a model
-        torch.cuda._sleep(hold)
+        l2.zero_()  # evicts the inputs: the op reads them from HBM, as in a model
+        torch.cuda._sleep(int((50 + 2 * issue_us) * cycles))
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         op(*inputs)
@@ -214,8 +214,24 @@ def timed(flush: bool) -> float:
     return statistics.median(s.elapsed_time(e) * 1e3 for s, e in times)
 
 
+def warm() -> float:
+    """µs per call of {CALLS} calls back to back between one pair of CUDA events, their inputs in L2 after the first:
+    the median of 5 such runs."""
+    runs = []
+    for _ in range(5):
+        torch.cuda._sleep(int((50 + 2 * issue_us * {CALLS}) * cycles))
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range({CALLS}):
+            op(*inputs)
+        end.record()
+        runs.append((start, end))
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) * 1e3 / {CALLS} for s, e in runs)
+
+
 print(json.dumps({{"op": {op.name!r}, "device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                  "flushed_us": timed(True), "warm_us": timed(False)}}))
+                  "flushed_us": flushed(), "warm_us": warm()}}))
 '''
 
 
@@ -234,22 +250,28 @@ def run_replay(script: str, timeout: float = 300) -> dict:
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
-def compare_line(trace_us: float | None, replayed: dict) -> str:
-    """The trace's time beside the replay's, and what the difference says."""
+def compare_line(trace_us: float | None, replayed: dict, unrecorded: int = 0) -> str:
+    """The trace's time beside the replay's, and what the difference says. `unrecorded`: the op's arguments the trace
+    holds no value for (a string, an optional), which the replay left at their defaults."""
     flushed, warm = replayed["flushed_us"], replayed["warm_us"]
     head = f"replayed alone on {replayed['device']} (torch {replayed['torch']}): {flushed:,.2f} µs with L2 flushed, " \
-           f"{warm:,.2f} µs warm"
+           f"{warm:,.2f} µs warm back to back"
     if trace_us is None or trace_us <= 0:
         return head
-    ratio = trace_us / flushed
-    if 0.9 <= ratio <= 1.1 or min(flushed, warm) <= trace_us <= max(flushed, warm):
+    low, high = min(flushed, warm), max(flushed, warm)
+    if 0.9 * low <= trace_us <= 1.1 * high:
         meaning = "as alone: the kernel ran in the trace as the op runs by itself"
-    elif ratio > 1.1:
+    elif trace_us > high:
         meaning = ("slower in the trace: a kernel beside it on another stream, the profiler's own work, lower clocks "
                    "in a longer step, or another GPU than this one")
     else:
         meaning = "faster in the trace: its inputs were warm there, or another GPU or library version ran it"
-    return f"{head}; the trace: {trace_us:,.2f} µs a call ({ratio:.2f}× the flushed replay), {meaning}"
+        if low < 10:
+            meaning += "; a kernel of a few µs: the replay's events and launch gaps weigh on it"
+    if unrecorded and not meaning.startswith("as alone"):
+        meaning += (f"; {unrecorded} argument{'s' if unrecorded > 1 else ''} the trace does not record took "
+                    "the default (a string such as gelu's approximate='tanh')")
+    return f"{head}; the trace: {trace_us:,.2f} µs a call ({trace_us / flushed:.2f}× the flushed replay), {meaning}"
 
 
 def replay_command(path: str, which: str, script_file: str | None, peak: tuple[float, float] | None) -> int:
@@ -265,7 +287,9 @@ def replay_command(path: str, which: str, script_file: str | None, peak: tuple[f
         print(f"replay script: {target} ({op.signature}; run it with python3 where a GPU is)")
         return 0
     print(f"replaying {op.signature}: {row.us_per_call:,.2f} µs of GPU time a call in the trace", flush=True)
-    print(compare_line(row.us_per_call if row.calls else None, run_replay(script)))
+    unrecorded = sum(kind == "" and value == "" and bool(dims) is False for dims, kind, value in
+                     zip(op.dims, op.types, op.values))
+    print(compare_line(row.us_per_call if row.calls else None, run_replay(script), unrecorded))
     return 0
 
 

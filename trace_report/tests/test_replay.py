@@ -46,7 +46,12 @@ def test_the_comparison_says_what_a_difference_means():
     alone = {"device": "NVIDIA H200", "torch": "2.11.0", "flushed_us": 50.0, "warm_us": 48.0}
     assert "as alone" in compare_line(51.0, alone)
     assert "slower in the trace" in compare_line(60.0, alone) and "1.20×" in compare_line(60.0, alone)
-    assert "faster in the trace" in compare_line(40.0, alone)
+    assert "faster in the trace" in compare_line(40.0, alone) and "default" not in compare_line(40.0, alone)
+    # the post's GELU on an H200: the trace ran gelu(approximate="tanh"), the replay the default, erf
+    gelu = compare_line(30.59, {**alone, "flushed_us": 37.89, "warm_us": 35.78}, unrecorded=1)
+    assert "faster in the trace" in gelu and "1 argument the trace does not record took the default" in gelu
+    tiny = compare_line(3.51, {**alone, "flushed_us": 10.62, "warm_us": 7.46})
+    assert "a kernel of a few µs" in tiny
 
 
 def test_the_command_writes_the_script_of_a_row(tmp_path):
