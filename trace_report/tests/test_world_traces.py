@@ -158,6 +158,22 @@ WORLDS = [
         (r"multi_tensor_apply_kernel<.*UnaryOpFunctor.*at::native::Copy<", COPY),  # CUDA graph trees copy the
         # inputs into their buffers (`_foreach_copy_`): a copy, not an optimizer
     ), top=GEMM),
+    World("h200_flex_attention_train_shapes_suite.json.gz", "sm90", (
+        (r"^triton_tem_fused_flex_attention", ATTENTION),  # Inductor's templates, forward and backward
+        (r"^nvjet_", GEMM),
+    ), top=ATTENTION),  # the backward's template, 68 µs a step
+    World("h200_mamba_shapes_suite.json.gz", "sm90", (
+        (r"^nvjet_", GEMM),
+    ), top=GEMM),  # one small GEMM called per scan position; the scan's pointwise kernels are many names
+    World("h200_moe_shapes_suite.json.gz", "sm90", (
+        (r"radixSortKVInPlace|gatherTopK", ROUTING),
+        (r"^_ZN7cutlass13device_kernel.*Gemm", GEMM),  # torch's grouped GEMM (CUTLASS 3, mangled)
+    ), top=ROUTING),  # the router's sort
+    World("h200_whisper_shapes_suite.json.gz", "sm90", (
+        (r"^cudnn_generated_fort_native_sdpa", ATTENTION),
+        (r"vectorized_layer_norm_kernel", NORMALIZATION),
+        (r"^nvjet_", GEMM),
+    ), top=COPY),
 ]
 GPU_WORLDS = [world for world in WORLDS if world.arch]
 
