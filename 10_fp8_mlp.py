@@ -52,8 +52,19 @@ from profiling_in_pytorch import checks as ex
 LABEL = "fp8_mlp_fwd"
 
 
-def expectations(variant: str, compiled: bool, device_type: str, down: str | None, emulated: bool = False):
-    """What each recipe's trace should hold, per step (measured on an H100, docs/fp8.md)."""
+def fp8_gemms(variant: str, batch: int, seq: int, dim: int, hidden: int) -> list[tuple[str, int, int, int]]:
+    """A step's FP8 GEMMs, (name, M, K, N): gate and up as one product over interleaved weights (torchao: one each),
+    then down."""
+    tokens = batch * seq
+    first = ([("gate/up + GeGLU" if variant == "fused" else "gate/up", tokens, dim, 2 * hidden)] if variant != "torchao"
+             else [("gate", tokens, dim, hidden), ("up", tokens, dim, hidden)])
+    return first + [("down", tokens, hidden, dim)]
+
+
+def expectations(variant: str, compiled: bool, device_type: str, down: str | None, emulated: bool = False,
+                 sizes=None):
+    """What each recipe's trace should hold, per step (measured on an H100, docs/fp8.md); with `sizes` (batch, seq,
+    dim, hidden), each FP8 GEMM's TFLOP/s against the GPU's e4m3 ceiling too."""
     if emulated and device_type == "cuda":  # a GPU without FP8: the scaling maths as kernels around bf16/fp32 GEMMs
         return [ex.profiler_steps(), ex.scaling_kernels_per_step(None, "the recipe's amax, division, clamp and casts")]
     if device_type != "cuda":  # the scaling maths as CPU ops, or our kernels under Triton's interpreter
@@ -66,7 +77,7 @@ def expectations(variant: str, compiled: bool, device_type: str, down: str | Non
                     ex.scaling_kernels_per_step(None, "Inductor's cpp_fused_... kernels, amax and cast in each")]
         return [ex.profiler_steps(), ex.cpu_op_runs("aten::amax", per_step=2),  # x's, then m's
                 ex.scaling_kernels_per_step(None, "abs, amax, division, clamp and cast for x and for m")]
-    common = [ex.profiler_steps()]
+    common = [ex.profiler_steps()] + ([ex.gemm_rates(fp8_gemms(variant, *sizes), "fp8")] if sizes else [])
     if variant == "fused":
         down_kernel, down_pattern = {  # cuBLAS names the weight (torch's second matrix) first: A is W_down
             "cublas": ("cuBLAS's nvjet on 1 x 128 blocks of m and of W_down", r"nvjet.*Avec128_Bvec128"),
@@ -149,7 +160,7 @@ def main(argv=None):
         with torch.no_grad(), record_function(LABEL):
             return model(x)
 
-    expected = expectations(args.variant, args.compile, run.device.type, down, emulated)
+    expected = expectations(args.variant, args.compile, run.device.type, down, emulated, sizes)
     lesson.announce(expected, run, compiled_already=True)
     step()  # the first forward compiles (Triton's JIT, Inductor) and tunes our kernels' launch configurations
     lesson.synchronize(run.device)

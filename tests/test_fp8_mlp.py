@@ -301,9 +301,11 @@ def test_the_h100_trace_of_the_fused_recipe_shows_what_the_lesson_announces():
 
     lesson_10 = importlib.import_module("10_fp8_mlp")
     trace = read_trace(H100_FUSED)
-    expected = lesson_10.expectations("fused", False, "cuda", "cublas-tiles")
+    expected = lesson_10.expectations("fused", False, "cuda", "cublas-tiles", sizes=(64, 128, 768, 3072))
     seen = {e.title: e.check(trace) for e in expected}
     assert all(o.ok for o in seen.values()), {t: (o.evidence, o.reason) for t, o in seen.items() if not o.ok}
+    rates = seen["2 GEMMs: gate/up + GeGLU 77.3 GFLOP, down 38.7 GFLOP: TFLOP/s and the share of this GPU's GEMM ceiling"]
+    assert "(of 1,979 TFLOP/s, the datasheet)" in rates.evidence  # the H100's dense e4m3 rate
     # and what would be wrong: the Triton down GEMM announced, cuBLAS's found
     wrong = lesson_10.expectations("fused", False, "cuda", "triton")
     assert any(e.check(trace).ok is False for e in wrong if "down GEMM" in e.title)
