@@ -1,13 +1,13 @@
-"""Kernel names of every vendor and library, spelled as real traces spell them, and what `trace_report/kernels/` reads from
-each: the family that generated it, whether it is a GEMM, the kind of work (`kind_of_kernel`), and the details a reader
-checks (dtype, tile, arch, layout, pass).
+"""Kernel names of every vendor and library, spelled as real traces spell them, and what `trace_report/kernels/`
+reads from each: the family that generated it, whether it is a GEMM, the kind of work (`kind_of_kernel`), and the
+details a reader checks (dtype, tile, arch, layout, pass).
 
-The names come from public traces other people's programs wrote (the sources of trace_report/tests/fixtures/world/, see its
-README.md: AMD's TraceLens test traces, Holistic Trace Analysis' test data, PyTorch's kineto samples, vLLM and SGLang
-serving traces, DeepSeek's profile data), a few from this suite's own H200 fixtures; the comment above each says where.
-They are typed out (kernel_names.py), not read from the traces, so that a test names what it checks. Every expectation is what the
-package decodes correctly today; where it decodes a name wrongly (a family missed, a kind mistaken) the test leaves that
-field unchecked (None) rather than pin the mistake.
+The names come from public traces other people's programs wrote (the sources of trace_report/tests/fixtures/world/,
+see its README.md: AMD's TraceLens test traces, Holistic Trace Analysis' test data, PyTorch's kineto samples, vLLM
+and SGLang serving traces, DeepSeek's profile data), a few from this suite's own H200 fixtures; the comment above each
+says where. They are typed out (kernel_names.py), not read from the traces, so that a test names what it checks.
+Every expectation is what the package decodes correctly today; where it decodes a name wrongly (a family missed, a
+kind mistaken) the test leaves that field unchecked (None) rather than pin the mistake.
 """
 
 from __future__ import annotations
