@@ -117,6 +117,7 @@ class Found:
 
     peak: Peak
     how: str  # "NVIDIA H200 datasheet (SXM), ...", "assumed from sm90: H100 SXM", "given by --peak"
+    measured: bool = False  # the trace's own ceilings (MEASURED_KEY), over the datasheet's
 
 
 def peak_for_name(name: str | None) -> Peak | None:
@@ -170,7 +171,7 @@ def _measured(data, datasheet: Peak | None) -> Found | None:
         how += f" ({data['how']})"
     if datasheet is not None:
         how += f"; the datasheet: {datasheet.tflops.get(dtype, 0):,.0f} and {datasheet.tbps:g}"
-    return Found(Peak(name, rates, float(copy), how), how)
+    return Found(Peak(name, rates, float(copy), how), how, measured=True)
 
 
 def bandwidth_gbs(name: str | None) -> float | None:

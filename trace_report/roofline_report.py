@@ -60,7 +60,7 @@ def _peak_text(table: OpTable) -> str:
         return table.found.how
     dense = peak.tflops.get("bf16") or peak.tflops.get("fp16") or peak.tflops.get("fp32")
     kind = "bf16" if "bf16" in peak.tflops else "fp16" if "fp16" in peak.tflops else "fp32"
-    measured = ", measured" if table.found.how.startswith("measured") else ""
+    measured = ", measured" if table.found.measured else ""
     return f"{peak.name}{measured}: {dense:,.0f} TFLOP/s {kind} dense, {peak.tbps:g} TB/s ({table.found.how})"
 
 

@@ -57,7 +57,7 @@ def gemm_rates(gemms: Sequence[tuple[str, int, int, int]], dtype: str, *, same_w
             parts.append(f"{name} {_amount(flops)} in {us:,.1f} µs: {_rate(tflops)} TFLOP/s{share} "
                          f"({decode(per_step[0][i].name).short})")
         against = ("no ceiling known for this GPU" if found is None else
-                   f"of {ceiling:,.0f} TFLOP/s, {'measured here' if found.how.startswith('measured') else 'the datasheet'}"
+                   f"of {ceiling:,.0f} TFLOP/s, {'measured here' if found.measured else 'the datasheet'}"
                    if ceiling else f"no {dtype} ceiling for {found.peak.name}")
         same = len({f for _, f in counted}) == 1
         ok = same or not same_work
