@@ -61,6 +61,12 @@ class RecordedOp:
     values: tuple
 
     @property
+    def unrecorded(self) -> int:
+        """Inputs the trace holds no value for (a string, an optional left out): the replay leaves them at their
+        defaults."""
+        return sum(not dims and kind == "" and value == "" for dims, kind, value in zip(self.dims, self.types, self.values))
+
+    @property
     def signature(self) -> str:
         shapes = ", ".join(f"{t or 'None'}{list(d) if d else ''}" for d, t in zip(self.dims, self.types))
         return f"{self.name}({shapes})"
@@ -106,11 +112,9 @@ def _argument(i: int, dims: tuple, strides: tuple, kind: str, value: str) -> str
         make = (f"torch.empty_strided({list(dims)}, {list(strides)}, dtype={dtype}, device='cuda')")
         if kind in FLOAT8:  # no random fill in float8: drawn in bf16, then cast
             return f"{make}.copy_(torch.randn({list(dims)}, device='cuda').clamp(-4, 4))" if dims else make
-        if kind == "bool":
-            return f"{make}.random_(0, 2)"
-        if "int" in kind or kind == "signed char" or kind == "unsigned char":
-            return f"{make}.random_(0, 2)"  # indices kept small: valid for any dimension they index
-        return f"{make}.normal_()"
+        if dtype in ("torch.float64", "torch.float32", "torch.bfloat16", "torch.float16"):
+            return f"{make}.normal_()"
+        return f"{make}.random_(0, 2)"  # bools, and integers kept small: valid indices for any dimension
     if kind == "Scalar":
         return repr(_scalar(value, i))
     if kind == "ScalarList":
@@ -287,9 +291,7 @@ def replay_command(path: str, which: str, script_file: str | None, peak: tuple[f
         print(f"replay script: {target} ({op.signature}; run it with python3 where a GPU is)")
         return 0
     print(f"replaying {op.signature}: {row.us_per_call:,.2f} µs of GPU time a call in the trace", flush=True)
-    unrecorded = sum(kind == "" and value == "" and bool(dims) is False for dims, kind, value in
-                     zip(op.dims, op.types, op.values))
-    print(compare_line(row.us_per_call if row.calls else None, run_replay(script), unrecorded))
+    print(compare_line(row.us_per_call if row.calls else None, run_replay(script), op.unrecorded))
     return 0
 
 
