@@ -15,11 +15,12 @@ from trace_report import peaks
 from trace_report.flops import op_cost
 from trace_report.kernels import decode
 from trace_report.model import CpuOp, Trace
+from trace_report.op_bytes import DTYPE_NAMES
 
 __all__ = ["gemm_rates"]
 
 # The profiler's names for the dtypes the lessons run in, as an op's recorded input type.
-RECORDED_TYPE = {"bf16": "c10::BFloat16", "fp16": "c10::Half", "fp32": "float", "fp8": "c10::Float8_e4m3fn"}
+RECORDED_TYPE = {**{short: recorded for recorded, short in DTYPE_NAMES.items()}, "fp8": "c10::Float8_e4m3fn"}
 
 
 def gemm_flops(m: int, k: int, n: int, dtype: str) -> int:

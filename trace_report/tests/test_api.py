@@ -32,3 +32,10 @@ def test_a_file_that_is_no_trace_raises_usage_error(tmp_path):
     bad.write_text('{"hello": 1}')
     with pytest.raises(UsageError):
         trace_report.read(bad)
+
+
+def test_the_op_table_and_fusion_of_a_trace_with_shapes():
+    report = trace_report.read(FIXTURES / "h200" / "traces" / "03_simple_mlp" / "64_128_768_3072_shapes_eager.json.gz")
+    gate = report.op_table.rows[0]
+    assert (gate.op, gate.shapes, gate.flops) == ("aten::mm", ((8192, 768), (768, 3072)), 2 * 8192 * 768 * 3072)
+    assert report.fusion().candidates[0].ops == ("aten::gelu", "aten::mul")
