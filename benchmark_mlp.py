@@ -38,7 +38,8 @@ each shape and variant, in this order (`measure()` in profiling_in_pytorch/bench
 3. Correct first: the output is compared with the same MLP in fp32 (profiling_in_pytorch/mlp/accuracy.py, the rule the lessons
    and tests use). A variant that disagrees is WRONG, not timed.
 4. GPU time per forward with CUDA events, L2 flushed and the CPU's issue time hidden: median, p20-p80.
-5. Back to back: forwards in a loop, as a decode loop runs them, and what each costs the CPU to issue.
+5. Back to back: forwards in a loop, as a decode loop runs them, and what each costs the CPU to issue; then the
+   same loop with events around each forward: whether the GPU waits for the CPU between forwards.
 6. Once every variant of every shape is timed: kernels and launches per forward, from a short torch.profiler run
    read with `trace_report`. Last, because a profiler session leaves the process slower to issue
    ops (an H100 measured 11.2 -> 15.6 µs of CPU per captured forward after one): no timing may follow one.

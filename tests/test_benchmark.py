@@ -433,6 +433,9 @@ def test_cuda_graphs_replay_the_kernels_from_fewer_launches(tmp_path):
     assert eager["kernels"] >= 5 and eager["launches"] >= 5
     assert graphed["launches"] < eager["launches"]
     assert eager["loop_us"] > 0 and eager["cpu_us"] > 0 and eager["peak_mib"] >= 0
+    # Timed forward by forward, the GPU's time inside the forwards is part of the loop's (the rest it waited)
+    for row in (eager, graphed):
+        assert 0 < row["busy_in_loop_us"] <= row["busy_loop_us"], row
     assert (tmp_path / "mlp_cuda_bf16.png").read_bytes()[:8] == PNG_SIGNATURE
 
 
@@ -452,22 +455,31 @@ def test_training_mode_on_a_gpu_measures_peak_memory_and_the_fused_backward(tmp_
     assert 0 < fused["saved_bytes"] < eager["saved_bytes"]  # x, the interleaved g and u, and h
 
 
-def _post_row(variant, time_us, loop_us, cpu_us, launches):
-    return Row("post", 64, 128, 768, 3072, variant, time_us=time_us, loop_us=loop_us, cpu_us=cpu_us, launches=launches)
+def _post_row(variant, time_us, loop_us, cpu_us, launches, busy=(None, None)):
+    return Row("post", 64, 128, 768, 3072, variant, time_us=time_us, loop_us=loop_us, cpu_us=cpu_us, launches=launches,
+               busy_loop_us=busy[0], busy_in_loop_us=busy[1])
 
 
 def test_launch_goals_and_host_cost_read_the_runs_own_numbers():
     from profiling_in_pytorch.bench.floor import LaunchFloor, floor_line, host_cost_lines
     from profiling_in_pytorch.bench.goals import launch_goal_lines
 
-    rows = [_post_row("eager", 244.7, 254.3, 66.2, 5), _post_row("fused", 172.5, 185.9, 32.0, 2),
-            _post_row("fused-fp8", 122.0, 126.0, 52.2, 3)]
+    rows = [_post_row("eager", 244.7, 254.3, 66.2, 5, (255.0, 253.0)),
+            _post_row("fused", 172.5, 185.9, 32.0, 2, (186.2, 184.4)),
+            _post_row("fused-fp8", 122.0, 126.0, 52.2, 3, (127.0, 119.0))]
     add_speedups(rows)
     lines = launch_goal_lines(rows)
     assert "eager issues a call in 66.2 µs" in lines[0]
     fused, fp8 = lines[1], lines[2]
-    assert "✗" in fused and "0.48× eager's (goal ≤ 0.5×)" in fused and "1.08× its GPU µs (goal ≤ 1.05×)" in fused
-    assert "✓" in fp8 and "2.02× eager in a loop (goal ≥ 1.8×)" in fp8
+    # GPU-bound is judged on the loop timed forward by forward, not on the GPU µs column (L2 flushed, idle between)
+    assert "✓" in fused and "0.48× eager's (goal ≤ 0.5×)" in fused and "1.08× its GPU µs (L2 flushed" in fused
+    assert "1.01× the GPU's 184.4 µs inside each (goal ≤ 1.05×, the CPU's 32.0 µs below it)" in fused
+    assert "✗" in fp8 and "1.07× the GPU's 119.0 µs inside each" in fp8 and "2.02× eager in a loop (goal ≥ 1.8×)" in fp8
+    rows[1].cpu_us = 190.0  # the CPU slower than the GPU: its waits inside forwards count as busy, so no ✓
+    assert "✗" in launch_goal_lines(rows)[1] and "the CPU's 190.0 µs above it" in launch_goal_lines(rows)[1]
+    rows[1].busy_in_loop_us = None
+    assert "✗" in launch_goal_lines(rows)[1] and "not timed forward by forward (goal not judged)" in launch_goal_lines(rows)[1]
+    rows[1].cpu_us = 32.0
     train = launch_goal_lines([_post_row("eager", 700, 750, 564.8, 30), _post_row("fused", 560, 620, 474.6, 20)],
                               train=True)
     assert len(train) == 2 and "✓" in train[1] and "0.84× eager's (goal ≤ 1×)" in train[1]

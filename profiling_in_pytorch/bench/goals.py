@@ -111,7 +111,11 @@ LAUNCH_GOALS = (  # variant, most CPU µs as a share of eager's, fewest × eager
     ("fused", 0.5, 1.35),
     ("fused-fp8", 0.8, 1.8),
 )
-GPU_BOUND_LOOP = 1.05  # in a loop, µs per forward at most this × its GPU time: the CPU never makes it wait
+# In a loop, µs per forward at most this × the GPU's time inside the forwards of the same loop
+# (`timing.busy_in_loop`): the CPU never makes it wait. Not × the GPU µs column: that is timed with the L2 flushed
+# and the GPU idle between calls, where a power-limited GPU clocks higher than back to back (the H200's fused
+# forward: 167 µs there at 1,975 MHz, 184 µs back to back at about 1,740 MHz; docs/launch-cost.md). Both are printed.
+GPU_BOUND_LOOP = 1.05
 
 
 def launch_goal_lines(rows: list[Row], train: bool = False) -> list[str]:
@@ -131,10 +135,17 @@ def launch_goal_lines(rows: list[Row], train: bool = False) -> list[str]:
         met = row.cpu_us <= cpu_share * eager.cpu_us
         parts = [f"CPU {row.cpu_us:,.1f} µs = {row.cpu_us / eager.cpu_us:.2f}× eager's (goal ≤ {cpu_share:g}×)"]
         if not train:
-            bound = row.loop_us <= GPU_BOUND_LOOP * row.time_us
-            met &= bound
-            parts.append(f"loop {row.loop_us:,.1f} µs = {row.loop_us / row.time_us:.2f}× its GPU µs "
-                         f"(goal ≤ {GPU_BOUND_LOOP:g}×)")
+            loop = f"loop {row.loop_us:,.1f} µs = {row.loop_us / row.time_us:.2f}× its GPU µs (L2 flushed, idle between)"
+            if row.busy_loop_us and row.busy_in_loop_us:
+                # Both: a CPU slower than the GPU makes it wait inside forwards too, which the events count as busy.
+                ratio, ahead = row.busy_loop_us / row.busy_in_loop_us, row.cpu_us < row.busy_in_loop_us
+                met &= ratio <= GPU_BOUND_LOOP and ahead
+                loop += (f"; timed forward by forward, {ratio:.2f}× the GPU's {row.busy_in_loop_us:,.1f} µs inside "
+                         f"each (goal ≤ {GPU_BOUND_LOOP:g}×, the CPU's {row.cpu_us:,.1f} µs {'below' if ahead else 'above'} it)")
+            else:
+                met = False
+                loop += "; the loop not timed forward by forward (goal not judged)"
+            parts.append(loop)
             if row.loop_speedup is not None:
                 met &= row.loop_speedup >= loop_speedup
                 parts.append(f"{row.loop_speedup:.2f}× eager in a loop (goal ≥ {loop_speedup:g}×)")

@@ -1,9 +1,9 @@
 """Everything a run learns about one variant at one shape, in the order `benchmark_mlp.py`'s docstring lists:
 
 the first call, warm-up and peak memory, the check against fp32, GPU time with L2 flushed, forwards back to back
-(on a CPU: the first call, the check and a CPU timer); then, once every variant of every shape is timed, kernels per
-forward (`count_per_forward`): after a profiler session the process issues ops more slowly, so no timing may follow
-one. Measured on an H100 (torch 2.11): one profile of 20 forwards took the fused module's CPU time per forward in a
+and the same loop timed forward by forward (on a CPU: the first call, the check and a CPU timer); then, once
+every variant of every shape is timed, kernels per forward (`count_per_forward`): after a profiler session the
+process issues ops more slowly, so no timing may follow one. Measured on an H100 (torch 2.11): one profile of 20 forwards took the fused module's CPU time per forward in a
 loop from 39.3 to 51.4 µs and a captured graph's (a copy, then a replay) from 11.2 to 15.6 µs; a bare replay, no
 ATen op, stayed at 5.6 µs. A variant that cannot run here is `skipped`, one that disagrees with fp32 is `WRONG` and
 not timed, one that raises is `failed`: each is a row.
@@ -24,7 +24,7 @@ from profiling_in_pytorch.bench.kernels import count_kernels
 from profiling_in_pytorch.bench.pace import paced_by
 from profiling_in_pytorch.bench.rows import Row
 from profiling_in_pytorch.bench.shapes import Shape
-from profiling_in_pytorch.bench.timing import Ceilings, back_to_back, cpu_timing, gpu_timing
+from profiling_in_pytorch.bench.timing import Ceilings, back_to_back, cpu_timing, gpu_timing, busy_in_loop
 from profiling_in_pytorch.bench.variants import Variant
 from trace_report.errors import UsageError, first_line, is_out_of_memory
 from profiling_in_pytorch.lesson.profiling import synchronize
@@ -120,6 +120,9 @@ def measure(
                 loop = back_to_back(forward, inputs, calls)
                 row.loop_us, row.cpu_us = loop.per_forward_us, loop.cpu_us
                 row.loop_p20_us, row.loop_p80_us, row.loops = loop.p20_us, loop.p80_us, loop.loops
+                # The same loop with an event around each forward: whether the GPU waited for the CPU in it.
+                busy = busy_in_loop(forward, inputs, calls)
+                row.busy_loop_us, row.busy_in_loop_us = busy.per_forward_us, busy.busy_us
             else:
                 # On a CPU the forward runs on the thread that calls it: its time is the CPU's time.
                 status(f"{shape.name} · {variant.name}: timing (perf_counter)")

@@ -44,6 +44,10 @@ class Row:
     loops: int | None = None
     loop_speedup: float | None = None
     cpu_us: float | None = None  # CPU time to issue one forward
+    # The same loop with events around each forward (timing.busy_in_loop): its period, and of it the GPU's time
+    # inside forwards; the rest the GPU waited for the CPU.
+    busy_loop_us: float | None = None
+    busy_in_loop_us: float | None = None
     # From a short profile (GPU only).
     gpu_busy_us: float | None = None  # per forward
     gpu_busy_fraction: float | None = None  # gpu_busy_us / loop_us

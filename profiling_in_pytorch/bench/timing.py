@@ -3,6 +3,7 @@
     gpu_timing        how long does one forward keep the GPU busy?   CUDA events around each call, L2 flushed
     cpu_timing        the same on a CPU                              time.perf_counter around each call
     back_to_back      how fast do forwards go when called in a loop? events around n calls, and the CPU's share
+    busy_in_loop      and does the GPU wait for the CPU in it?       the same loop, events around each forward
     measure_ceilings  how fast can this machine multiply and copy?   a large GEMM and a large copy, same run
     matmul_burst      and at the clocks a variant ran at?            the GEMM again; the best burst counts
 """
@@ -177,6 +178,45 @@ def back_to_back(forward: Callable, inputs: Sequence[torch.Tensor], calls: int, 
         cpu.append((t1 - t0) * 1e6 / calls)
     return BackToBack(percentile(per_forward, 50), percentile(cpu, 50), calls,
                       percentile(per_forward, 20), percentile(per_forward, 80), len(per_forward))
+
+
+@dataclass(frozen=True)
+class LoopBusy:
+    """Forwards back to back with CUDA events around each one: medians over the loops."""
+
+    per_forward_us: float  # the loop's period: first forward's start to last forward's end, over n
+    busy_us: float  # of it, the GPU inside a forward: from its start event to its end event, summed, over n
+
+    @property
+    def waited(self) -> float:
+        """The share of the loop the GPU spent between forwards, waiting for the CPU to issue the next."""
+        return max(0.0, 1 - self.busy_us / self.per_forward_us)
+
+
+def busy_in_loop(forward: Callable, inputs: Sequence[torch.Tensor], calls: int, loops: int = MIN_LOOPS) -> LoopBusy:
+    """`back_to_back`'s loop with an event before and after every forward: does the GPU wait for the CPU?
+
+    Where the CPU issues ahead of the GPU, a forward's start event is reached the moment the previous forward
+    ends, and the forwards' times add up to the loop's; where the CPU is late, the GPU idles between a forward's
+    end and the next one's start. Both figures come from the same loop, at the same clocks and with the same L2,
+    which `gpu_timing` is not: it flushes the L2 and leaves the GPU idle between calls, and a GPU at its power
+    limit clocks higher after idling (the H200's fused forward, post's shape: 167 µs there at 1,975 MHz, 184 µs a
+    forward back to back at about 1,740 MHz with the CPU issuing each in 40-66 µs; docs/launch-cost.md). A wait
+    inside a forward, between its own kernels, counts as busy here: the figure is a lower bound on the waiting.
+    """
+    args = [inputs[i % len(inputs)] for i in range(calls)]
+    periods, busy = [], []
+    for _ in range(loops):
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in args]
+        torch.cuda.synchronize()
+        for (start, end), x in zip(events, args):
+            start.record()
+            forward(x)
+            end.record()
+        torch.cuda.synchronize()
+        periods.append(events[0][0].elapsed_time(events[-1][1]) * 1e3 / calls)
+        busy.append(sum(start.elapsed_time(end) for start, end in events) * 1e3 / calls)
+    return LoopBusy(percentile(periods, 50), percentile(busy, 50))
 
 
 # --- the machine's ceilings ----------------------------------------------------------------------------------
