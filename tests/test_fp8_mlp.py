@@ -348,3 +348,38 @@ def test_fused_fp8_calls_after_the_first_launch_the_kept_kernels_and_replay_in_a
     torch.cuda.synchronize()
     assert torch.equal(again, first) and torch.equal(captured, first)
     assert error <= 0.08
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("hidden", [640, 1024])  # K / 128 = 5 (padded to 8 for cuBLAS) and 8 (no padding)
+def test_cublas_reads_the_tile_scales_right_where_k_blocks_are_not_a_multiple_of_four_on_gpu(hidden):
+    from profiling_in_pytorch.mlp.fp8 import (DOWN_AGREES, FusedFP8GeGLUMLP, cublas_blockwise_unavailable, down_error,
+                                              fp8_unavailable)
+    from profiling_in_pytorch.mlp.triton_ops.fp8_geglu import fp8_geglu_gemm, quantize_rows
+
+    device = torch.device("cuda")
+    if not torch.cuda.is_available() or fp8_unavailable(device, fused=True) or cublas_blockwise_unavailable(device):
+        pytest.skip("needs a Hopper GPU with cuBLASLt's block scaling")
+    torch.manual_seed(0)
+    mlp = SimpleGeGLUMLP(256, hidden).to("cuda", torch.bfloat16)
+    with torch.no_grad():  # W_down's 128-column blocks 1x, 4x, 16x, 64x: a tile scale read from another block is far off
+        blocks = torch.arange(hidden, device="cuda") // 128
+        mlp.down_proj.weight.mul_((4.0 ** (blocks % 4)).to(torch.bfloat16))
+    x = torch.randn(2, 128, 256, device="cuda", dtype=torch.bfloat16)
+    with torch.inference_mode():
+        module = FusedFP8GeGLUMLP(mlp, down="cublas-tiles")
+        tiles, kept = module(x).float(), module(x).float()  # step by step, then the kept forward
+        triton = FusedFP8GeGLUMLP(mlp, down="triton")(x).float()
+        error = relative_error(tiles, mlp.float()(x.float()))
+        mq, sm = fp8_geglu_gemm(*quantize_rows(x.view(-1, 256)), module.w_gate_up, module.s_gate_up)
+        args = [mq, sm, module.w_down, module.s_down, module.s_down_blocks, module.w_down_tiles, module.s_down_tiles,
+                torch.bfloat16]
+        right = down_error("cublas-tiles", *args)
+        args[6] = module.s_down_tiles[:, : hidden // 128].contiguous()  # the scales unpadded, as torch checks them
+        unpadded = down_error("cublas-tiles", *args)
+    # the two down GEMMs differ only in how W_down was rounded (per tile, per channel), about 0.01 at this size
+    assert relative_error(tiles, triton) < 3 * DOWN_AGREES
+    assert torch.equal(kept, tiles) and error <= 0.08
+    # the tuning's check: the padded scales agree with their own maths; unpadded, cuBLAS reads 5 blocks 8 apart
+    assert right < DOWN_AGREES / 2
+    assert unpadded > 10 * DOWN_AGREES if hidden % 512 else unpadded == right
