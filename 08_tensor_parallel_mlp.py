@@ -7,12 +7,15 @@ feature by feature, nothing is exchanged) and the same columns of down_proj's we
 Per rank and forward: the three GEMMs at 1/N of the FLOPs, GELU and mul on 1/N of the elements, and the all-reduce
 of y, [tokens, dim] (12.6 MB at the post's shape in bf16, as large as x).
 
-Eight ways to run it, `--variant` (several at once: `--variant plain,overlap`, or `all`):
+Nine ways to run it, `--variant` (several at once: `--variant plain,overlap`, or `all`):
 
     dtensor           PyTorch's tensor-parallel API: the post's module, parallelize_module(mlp, mesh, plan) with
                       {"gate_proj": ColwiseParallel(), "up_proj": ColwiseParallel(), "down_proj": RowwiseParallel()}
     dtensor-compile   the same under torch.compile
     plain             plain tensors: each rank's slices as three nn.Linear, and one dist.all_reduce
+    one-shot          plain's GEMMs, down_proj writing into symmetric memory, and the all-reduce as one kernel that
+                      reads every peer's partial sums over NVLink and adds them (torch.ops.symm_mem.one_shot_all_reduce;
+                      GPUs only): at the post's shape the 12.6 MB all-reduce is latency-bound, and this is its shortest path
     overlap           the tokens in --chunks pieces: chunk i's all-reduce runs (async_op=True, on NCCL's own stream)
                       while chunk i+1 computes; only the last one has nothing left to hide behind
     overlap-ce        the all-reduce without NCCL or SMs (GPUs only): a reduce-scatter and an all-gather of copy-engine
@@ -159,6 +162,12 @@ def expectations(variant, args, eager_dtensor_trace, on_gpu, plain_trace):
             ex.no_nccl_kernel(why="symmetric memory: the GPUs read each other's buffers, no NCCL"),
             ex.exposed_share_at_most(ASYNC_TP_EXPOSED, what="transfer", why="each shard's copy runs beside the "
                                      "matmul of the shard before it; the first shard and the last sum wait"),
+        ]
+    elif variant == "one-shot":
+        checks += [
+            ex.no_nccl_kernel(why="the GPUs read each other's partial sums from symmetric memory, no NCCL"),
+            ex.kernel_matching("one_shot_all_reduce", 1, text="one one-shot all-reduce kernel per step: a barrier, "
+                               "then every peer's partial sums read and added"),
         ]
     elif variant == "overlap-ce":
         checks += [ex.no_nccl_kernel(why="the copy engine pulls from the peers' symmetric memory; signal kernels say "

@@ -147,7 +147,7 @@ def test_trace_report_reads_both_ranks_and_finds_the_all_reduce(cpu_run):
     assert [r["communication"]["steps"][0]["collectives"][0]["collective"] for r in payload["ranks"]] == ["AllReduce"] * 2
 
 
-@pytest.mark.parametrize("variant", ["async-tp", "overlap-ce"])
+@pytest.mark.parametrize("variant", ["async-tp", "overlap-ce", "one-shot"])
 def test_symmetric_memory_variants_on_a_cpu_are_one_line(tmp_path, variant):
     result = torchrun(*TINY, "--device", "cpu", "--variant", f"plain,{variant}", "--trace_dir", str(tmp_path), nproc=1)
     assert result.returncode != 0  # the rank exits 2; torchrun reports any failed worker as 1
@@ -195,6 +195,7 @@ def test_file_names_say_the_carveout_and_nccl_channels():
     assert variant_tag(flags, "dtensor", 2) == [2, 4, 16, 32, "tp2", "dtensor", "nccl8ch", "graph"]
     plain = argparse.Namespace(**{**vars(flags), "sm_carveout": None, "nccl_channels": None, "cuda_graph": False})
     assert variant_tag(plain, "async-tp", 4) == [2, 4, 16, 32, "tp4", "asynctp"]
+    assert variant_tag(plain, "one-shot", 2) == [2, 4, 16, 32, "tp2", "oneshot"]
 
 
 def test_one_rank_runs_and_dtensor_missing_all_reduce_says_why(tmp_path):
@@ -356,6 +357,18 @@ def test_plain_and_overlap_in_a_cuda_graph_on_two_gpus(tmp_path):
     assert len(checks) == 2 and all(line.endswith("✓") for line in checks), checks
     assert "✓ one AllReduce per step" in result.stdout and "✓ 4 AllReduce per step" in result.stdout
     assert (tmp_path / FOLDER / "64_128_768_3072_tp2_overlap4_graph_eager_rank1.json").is_file()
+
+
+@pytest.mark.gpu
+@two_gpus
+def test_the_one_shot_all_reduce_on_two_gpus_eagerly_and_in_a_cuda_graph(tmp_path):
+    for graph in ([], ["--cuda_graph"]):
+        result = torchrun("--variant", "one-shot", *graph, "--trace_dir", str(tmp_path))
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert stderr_lines(result) == []
+        checks = output_checks(result.stdout)
+        assert len(checks) == 1 and checks[0].endswith("✓"), checks
+        assert "✓ no NCCL kernel in the steps" in result.stdout and "one_shot_all_reduce" in result.stdout
 
 
 @pytest.mark.gpu

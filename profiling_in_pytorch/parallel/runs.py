@@ -24,8 +24,9 @@ RANK_SUFFIX = "_rank{rank}"
 
 def variant_tag(args: argparse.Namespace, variant: str, world: int) -> list[Any]:
     """The parts of the file name before `eager|compile`: sizes, world size, variant and what changes its trace."""
-    name = {"dtensor": "dtensor", "dtensor-compile": "dtensor", "plain": "plain", "overlap": f"overlap{args.chunks}",
-            "overlap-ce": f"overlapce{args.chunks}", "seqpar": "seqpar", "async-tp": "asynctp", "async-tp-compile": "asynctp"}
+    name = {"dtensor": "dtensor", "dtensor-compile": "dtensor", "plain": "plain", "one-shot": "oneshot",
+            "overlap": f"overlap{args.chunks}", "overlap-ce": f"overlapce{args.chunks}", "seqpar": "seqpar",
+            "async-tp": "asynctp", "async-tp-compile": "asynctp"}
     carve = getattr(args, "sm_carveout", None)
     carved = [f"carve{carve}"] if carve and variant == "overlap" else []
     channels = getattr(args, "nccl_channels", None)
