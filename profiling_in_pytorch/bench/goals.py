@@ -135,13 +135,15 @@ def launch_goal_lines(rows: list[Row], train: bool = False) -> list[str]:
         met = row.cpu_us <= cpu_share * eager.cpu_us
         parts = [f"CPU {row.cpu_us:,.1f} µs = {row.cpu_us / eager.cpu_us:.2f}× eager's (goal ≤ {cpu_share:g}×)"]
         if not train:
-            loop = f"loop {row.loop_us:,.1f} µs = {row.loop_us / row.time_us:.2f}× its GPU µs (L2 flushed, idle between)"
+            loop = (f"loop {row.loop_us:,.1f} µs = {row.loop_us / row.time_us:.2f}× its GPU µs "
+                    "(L2 flushed, idle between)")
             if row.busy_loop_us and row.busy_in_loop_us:
                 # Both: a CPU slower than the GPU makes it wait inside forwards too, which the events count as busy.
                 ratio, ahead = row.busy_loop_us / row.busy_in_loop_us, row.cpu_us < row.busy_in_loop_us
                 met &= ratio <= GPU_BOUND_LOOP and ahead
+                side = "below" if ahead else "above"
                 loop += (f"; timed forward by forward, {ratio:.2f}× the GPU's {row.busy_in_loop_us:,.1f} µs inside "
-                         f"each (goal ≤ {GPU_BOUND_LOOP:g}×, the CPU's {row.cpu_us:,.1f} µs {'below' if ahead else 'above'} it)")
+                         f"each (goal ≤ {GPU_BOUND_LOOP:g}×, the CPU's {row.cpu_us:,.1f} µs {side} it)")
             else:
                 met = False
                 loop += "; the loop not timed forward by forward (goal not judged)"

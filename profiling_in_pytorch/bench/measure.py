@@ -3,9 +3,9 @@
 the first call, warm-up and peak memory, the check against fp32, GPU time with L2 flushed, forwards back to back
 and the same loop timed forward by forward (on a CPU: the first call, the check and a CPU timer); then, once
 every variant of every shape is timed, kernels per forward (`count_per_forward`): after a profiler session the
-process issues ops more slowly, so no timing may follow one. Measured on an H100 (torch 2.11): one profile of 20 forwards took the fused module's CPU time per forward in a
-loop from 39.3 to 51.4 µs and a captured graph's (a copy, then a replay) from 11.2 to 15.6 µs; a bare replay, no
-ATen op, stayed at 5.6 µs. A variant that cannot run here is `skipped`, one that disagrees with fp32 is `WRONG` and
+process issues ops more slowly, so no timing may follow one. Measured on an H100 (torch 2.11): one profile of 20
+forwards took the fused module's CPU time per forward in a loop from 39.3 to 51.4 µs and a captured graph's (a copy,
+then a replay) from 11.2 to 15.6 µs; a bare replay, no ATen op, stayed at 5.6 µs. A variant that cannot run here is `skipped`, one that disagrees with fp32 is `WRONG` and
 not timed, one that raises is `failed`: each is a row.
 """
 

@@ -142,7 +142,7 @@ def timer_text(on_gpu: bool, train: bool) -> str:
             "time_us: CUDA events per forward, L2 flushed and the GPU held until the forward is queued; loop_us: CUDA "
             "events around back-to-back forwards, the median of `loops` loops run for about half a second "
             "(loop_p20_us, loop_p80_us: their spread); cpu_us: host time per forward in those loops, their median; "
-            "busy_loop_us, busy_in_loop_us: the same loop with events around each forward, its period and the GPU's time "
-            "inside forwards"
+            "busy_loop_us, busy_in_loop_us: the same loop with events around each forward, its period and the "
+            "GPU's time inside forwards"
         )
     return "time_us: time.perf_counter per forward"
