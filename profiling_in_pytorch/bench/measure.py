@@ -5,8 +5,8 @@ and the same loop timed forward by forward (on a CPU: the first call, the check 
 every variant of every shape is timed, kernels per forward (`count_per_forward`): after a profiler session the
 process issues ops more slowly, so no timing may follow one. Measured on an H100 (torch 2.11): one profile of 20
 forwards took the fused module's CPU time per forward in a loop from 39.3 to 51.4 µs and a captured graph's (a copy,
-then a replay) from 11.2 to 15.6 µs; a bare replay, no ATen op, stayed at 5.6 µs. A variant that cannot run here is `skipped`, one that disagrees with fp32 is `WRONG` and
-not timed, one that raises is `failed`: each is a row.
+then a replay) from 11.2 to 15.6 µs; a bare replay, no ATen op, stayed at 5.6 µs. A variant that cannot run here is
+`skipped`, one that disagrees with fp32 is `WRONG` and not timed, one that raises is `failed`: each is a row.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from profiling_in_pytorch.bench.kernels import count_kernels
 from profiling_in_pytorch.bench.pace import paced_by
 from profiling_in_pytorch.bench.rows import Row
 from profiling_in_pytorch.bench.shapes import Shape
-from profiling_in_pytorch.bench.timing import Ceilings, back_to_back, cpu_timing, gpu_timing, busy_in_loop
+from profiling_in_pytorch.bench.timing import Ceilings, back_to_back, busy_in_loop, cpu_timing, gpu_timing
 from profiling_in_pytorch.bench.variants import Variant
 from trace_report.errors import UsageError, first_line, is_out_of_memory
 from profiling_in_pytorch.lesson.profiling import synchronize

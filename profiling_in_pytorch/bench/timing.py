@@ -187,11 +187,6 @@ class LoopBusy:
     per_forward_us: float  # the loop's period: first forward's start to last forward's end, over n
     busy_us: float  # of it, the GPU inside a forward: from its start event to its end event, summed, over n
 
-    @property
-    def waited(self) -> float:
-        """The share of the loop the GPU spent between forwards, waiting for the CPU to issue the next."""
-        return max(0.0, 1 - self.busy_us / self.per_forward_us)
-
 
 def busy_in_loop(forward: Callable, inputs: Sequence[torch.Tensor], calls: int, loops: int = MIN_LOOPS) -> LoopBusy:
     """`back_to_back`'s loop with an event before and after every forward: does the GPU wait for the CPU?

@@ -27,7 +27,9 @@ from torch import nn
 
 from trace_report.errors import UsageError
 from profiling_in_pytorch.mlp.fp8_scaling import (
+    BLOCK,
     E4M3,
+    dequantize_blockwise,
     dequantized_rowwise,
     emulated_forward,
     quantize_rowwise,
@@ -169,7 +171,7 @@ def padded_tile_scales(scale: torch.Tensor) -> torch.Tensor:
 def cublas_tile_scales(padded: torch.Tensor, k: int) -> torch.Tensor:
     """`padded_tile_scales`'s buffer for a K of `k`, viewed [R, cdiv(k, 128)] with the strides torch checks: only
     cuBLAS reads it (at the padded pitch); any torch op on the view would read the wrong elements."""
-    cols = -(-k // 128)
+    cols = -(-k // BLOCK)
     return padded.as_strided((padded.shape[0], cols), (cols, 1))
 
 
@@ -236,10 +238,10 @@ def down_error(down, mq, sm, w_down, s_down, s_down_blocks, w_down_tiles, s_down
     against another down GEMM could not tell apart from the 0.001-0.01 by which W_down's two roundings differ."""
     m, k = mq.shape
     picked = torch.linspace(0, m - 1, min(m, rows), device=mq.device).long()
-    a = mq[picked].float() * sm[:, picked].t().repeat_interleave(128, dim=1)[:, :k]
+    a = dequantize_blockwise(mq[picked], sm[:, picked].t())
     if down == "cublas-tiles":
-        tiles = s_down_tiles[:, : -(-k // 128)]  # the scales themselves: the padded buffer's first K / 128 columns
-        w = w_down_tiles.float() * tiles.repeat_interleave(128, 0).repeat_interleave(128, 1)[: w_down_tiles.shape[0], :k]
+        tiles = s_down_tiles[:, : -(-k // BLOCK)]  # the scales themselves: the padded buffer's first K / 128 columns
+        w = dequantize_blockwise(w_down_tiles, tiles.repeat_interleave(BLOCK, 0)[: w_down_tiles.shape[0]])
     else:
         w = w_down.float() * s_down[:, None]
     want = a @ w.t()
