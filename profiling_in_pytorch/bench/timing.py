@@ -196,7 +196,7 @@ def busy_in_loop(forward: Callable, inputs: Sequence[torch.Tensor], calls: int, 
     end and the next one's start. Both figures come from the same loop, at the same clocks and with the same L2,
     which `gpu_timing` is not: it flushes the L2 and leaves the GPU idle between calls, and a GPU at its power
     limit clocks higher after idling (the H200's fused forward, post's shape: 167 µs there at 1,975 MHz, 184 µs a
-    forward back to back at about 1,740 MHz with the CPU issuing each in 40-66 µs; docs/launch-cost.md). A wait
+    forward back to back at about 1,740 MHz with the CPU issuing each in 40-68 µs; docs/launch-cost.md). A wait
     inside a forward, between its own kernels, counts as busy here: the figure is a lower bound on the waiting.
     """
     args = [inputs[i % len(inputs)] for i in range(calls)]
