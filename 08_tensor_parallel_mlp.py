@@ -93,8 +93,9 @@ from profiling_in_pytorch.mlp.simple import forward_elements
 from profiling_in_pytorch.parallel import runs, timing
 from profiling_in_pytorch.parallel.launch import leaves_at_once, one_voice, parse_on_every_rank, process_group
 from profiling_in_pytorch.parallel.launch import require_torchrun
-from profiling_in_pytorch.parallel.sharded import DEFAULT_CHUNKS, GPU_ONLY, GRAPHABLE, SEQUENCE_SHARDED, VARIANTS
-from profiling_in_pytorch.parallel.sharded import TokenSlice, build, describe, require_shardable
+from profiling_in_pytorch.parallel.sharded import DEFAULT_CHUNKS
+from profiling_in_pytorch.parallel.variants import GPU_ONLY, GRAPHABLE, SEQUENCE_SHARDED, VARIANTS, TokenSlice, build
+from profiling_in_pytorch.parallel.variants import describe, require_shardable
 from trace_report import ranks as rank_traces
 from profiling_in_pytorch import checks as ex
 

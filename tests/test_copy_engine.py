@@ -17,7 +17,7 @@ from conftest import FIXTURES, run_script
 
 from profiling_in_pytorch.mlp import SimpleGeGLUMLP
 from profiling_in_pytorch.parallel.copy_engine import CopyEngineGeGLUMLP
-from profiling_in_pytorch.parallel.sharded import require_shardable
+from profiling_in_pytorch.parallel.variants import require_shardable
 from trace_report.errors import UsageError
 from profiling_in_pytorch.checks import communication as cx
 from trace_report.communication import communication

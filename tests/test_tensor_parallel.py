@@ -106,9 +106,9 @@ def test_the_timings_table(cpu_run):
 def test_the_timings_table_keeps_each_variant_name_whole_in_80_columns():
     from rich.console import Console
 
-    from profiling_in_pytorch.parallel import sharded, timing
+    from profiling_in_pytorch.parallel import timing, variants
 
-    names = ["1 GPU", "1 GPU, CUDA graph"] + [sharded.describe(v, 4, graph, carve) for v in sharded.VARIANTS[2:]
+    names = ["1 GPU", "1 GPU, CUDA graph"] + [variants.describe(v, 4, graph, carve) for v in variants.VARIANTS[2:]
                                                for graph in (False, True) for carve in (None, 32)]
     rows = [timing.Row(name, 1234.5, 1000.0, 456.7) for name in names]
     console = Console(width=80, record=True, color_system=None)
@@ -163,7 +163,7 @@ def test_async_tp_computes_its_token_slice_through_the_fused_ops(monkeypatch):
     import torch.distributed._symmetric_memory as symm_mem
 
     from profiling_in_pytorch.mlp import SimpleGeGLUMLP
-    from profiling_in_pytorch.parallel import sharded
+    from profiling_in_pytorch.parallel import sharded, variants
     from profiling_in_pytorch.parallel.launch import process_group
 
     one_rank_here(monkeypatch)
@@ -174,9 +174,9 @@ def test_async_tp_computes_its_token_slice_through_the_fused_ops(monkeypatch):
     reference = SimpleGeGLUMLP(16, 32).eval()
     x = torch.randn(2, 4, 16)
     with process_group("cpu") as ranks, torch.no_grad():
-        model = sharded.build("async-tp", reference, x, ranks)
+        model = variants.build("async-tp", reference, x, ranks)
         got = model(x)
-        want = sharded.wanted_rows(reference(x), "async-tp", 0, 1)
+        want = variants.wanted_rows(reference(x), "async-tp", 0, 1)
         # what async-tp-compile compiles: the same split in functional collectives, here uncompiled
         functional = sharded.FunctionalSequenceParallelGeGLUMLP.from_module(reference, 0, 1)(x)
     assert got.shape == (8, 16)

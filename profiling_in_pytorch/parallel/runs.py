@@ -17,7 +17,7 @@ from typing import Any
 
 from profiling_in_pytorch import lesson
 from trace_report.files import writable_file
-from profiling_in_pytorch.parallel.sharded import COMPILED, GRAPHABLE
+from profiling_in_pytorch.parallel.variants import COMPILED, GRAPHABLE
 
 RANK_SUFFIX = "_rank{rank}"
 

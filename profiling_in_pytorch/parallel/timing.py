@@ -34,7 +34,7 @@ from trace_report.files import writable_dir, writable_file, write_atomically
 from profiling_in_pytorch.lesson.device import describe_device, dtype_name, pick_dtype
 from profiling_in_pytorch.mlp import SimpleGeGLUMLP
 from profiling_in_pytorch.mlp.accuracy import check_output, fp32_reference
-from profiling_in_pytorch.parallel import sharded
+from profiling_in_pytorch.parallel import variants as registry  # `variants` is the list of names asked for, below
 
 GPU_CALLS, GPU_WARMUP = 200, 20
 CPU_CALLS, CPU_WARMUP = 10, 2
@@ -126,21 +126,21 @@ def bench(reference, x: torch.Tensor, ranks, variants: Sequence[str], *, chunks:
     whole = allreduce_alone(tokens, dim, 1, x.dtype, device)
     pieces = allreduce_alone(tokens, dim, chunks, x.dtype, device) if "overlap" in variants else None
     split = (sequence_collectives_alone(tokens, dim, ranks.world, x.dtype, device)
-             if any(v in sharded.SEQUENCE_SHARDED for v in variants) else None)
+             if any(v in registry.SEQUENCE_SHARDED for v in variants) else None)
     one = "1 GPU" if on_gpu else "1 process"
     rows = [_row(one, reference, x, want, device, None)]  # the post's module, whole
     if on_gpu:
-        rows.append(_row(f"{one}, CUDA graph", sharded.GraphedForward(reference, x), x, want, device, None, "graph"))
-    if any(v in sharded.COMPILED for v in variants):
+        rows.append(_row(f"{one}, CUDA graph", registry.GraphedForward(reference, x), x, want, device, None, "graph"))
+    if any(v in registry.COMPILED for v in variants):
         rows.append(_row(f"{one}, compiled", torch.compile(reference), x, want, device, None, "compiled"))
     for variant in variants:
-        for graph in (False, True) if on_gpu and variant in sharded.GRAPHABLE else (False,):
-            model = sharded.build(variant, reference, x, ranks, chunks=chunks, cuda_graph=graph,
+        for graph in (False, True) if on_gpu and variant in registry.GRAPHABLE else (False,):
+            model = registry.build(variant, reference, x, ranks, chunks=chunks, cuda_graph=graph,
                                   sm_carveout=sm_carveout)
-            collectives = pieces if variant == "overlap" else split if variant in sharded.SEQUENCE_SHARDED else whole
-            mine = sharded.wanted_rows(want, variant, ranks.rank, ranks.world)
-            way = "graph" if graph else "compiled" if variant in sharded.COMPILED else "eager"
-            rows.append(_row(sharded.describe(variant, chunks, graph, sm_carveout), model, x, mine, device,
+            collectives = pieces if variant == "overlap" else split if variant in registry.SEQUENCE_SHARDED else whole
+            mine = registry.wanted_rows(want, variant, ranks.rank, ranks.world)
+            way = "graph" if graph else "compiled" if variant in registry.COMPILED else "eager"
+            rows.append(_row(registry.describe(variant, chunks, graph, sm_carveout), model, x, mine, device,
                              collectives, way))
             del model
             if on_gpu:
@@ -232,7 +232,7 @@ def bench_and_report(script: str, args, ranks, console) -> bool:
     device, dtype = ranks.device, pick_dtype(args.dtype, ranks.device)
     knobs = ([f"carve{args.sm_carveout}"] if args.sm_carveout else []) + (
         [f"nccl{args.nccl_channels}ch"] if args.nccl_channels else [])
-    names = ["all"] if set(args.variant) == set(sharded.VARIANTS) else [
+    names = ["all"] if set(args.variant) == set(registry.VARIANTS) else [
         f"{name.replace('-', '')}{args.chunks}" if name in ("overlap", "overlap-ce") else name for name in args.variant]
     parts = [*sizes, f"tp{ranks.world}", "+".join(names), *knobs, "bench"] + ([dtype_name(dtype)] if dtype != torch.bfloat16 else [])
     parts += [device.type] if device.type != "cuda" else []
