@@ -59,7 +59,7 @@ from torch.profiler import profile, record_function, schedule
 
 from profiling_in_pytorch import lesson
 from trace_report.cli import DTYPE_NAMES, positive_int
-from profiling_in_pytorch.lesson.device import pick_device
+from profiling_in_pytorch.device import pick_device
 from profiling_in_pytorch.mlp import SimpleGeGLUMLP
 from profiling_in_pytorch.mlp.fused import FusedGeGLUMLP
 from profiling_in_pytorch.mlp.fused import require_runnable as require_fused_runnable

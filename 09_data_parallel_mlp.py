@@ -60,7 +60,7 @@ from torch.profiler import profile, record_function, schedule
 
 from profiling_in_pytorch import lesson
 from trace_report.cli import positive_int, positive_number
-from profiling_in_pytorch.lesson.device import pick_dtype
+from profiling_in_pytorch.device import pick_dtype
 from profiling_in_pytorch.mlp import POST_SIZES
 from profiling_in_pytorch.model.presets import PRESETS
 from profiling_in_pytorch.parallel import data, runs

@@ -79,7 +79,7 @@ from profiling_in_pytorch.bench.pace import pace_story
 from profiling_in_pytorch.bench.rows import Row, add_hardware_shares, add_speedups
 from profiling_in_pytorch.bench.shapes import Shape, parse_shapes
 from profiling_in_pytorch.bench.table import shape_table, train_table
-from profiling_in_pytorch.bench.timing import fp8_matmul_burst, matmul_burst, measure_ceilings
+from profiling_in_pytorch.ceilings import fp8_matmul_burst, matmul_burst, measure_ceilings
 from profiling_in_pytorch.bench.training import measure_training, warm_autograd
 from profiling_in_pytorch.bench.variants import (
     CAPTURED_INFERENCE_ONLY,
@@ -98,7 +98,7 @@ from profiling_in_pytorch.bench.variants import (
 )
 from trace_report.cli import DTYPE_NAMES, ArgumentParser, positive_int
 from trace_report.files import writable_dir, writable_file
-from profiling_in_pytorch.lesson.device import describe_device, dtype_name, pick_device, pick_dtype, require_fit
+from profiling_in_pytorch.device import describe_device, dtype_name, pick_device, pick_dtype, require_fit
 from profiling_in_pytorch.lesson.fp8 import FP8_TOLERANCE
 from profiling_in_pytorch.mlp import SimpleGeGLUMLP
 from profiling_in_pytorch.mlp.accuracy import TOLERANCES, fp32_reference

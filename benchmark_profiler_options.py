@@ -179,7 +179,7 @@ def _child(args, workload: str, config: str) -> dict:
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from profiling_in_pytorch.lesson.device import describe_device, dtype_name, pick_device, pick_dtype
+    from profiling_in_pytorch.device import describe_device, dtype_name, pick_device, pick_dtype
     from profiling_in_pytorch.lesson.unprofiled import measure_step
 
     device = pick_device(args.device)

@@ -18,7 +18,9 @@ import torch.nn.functional as F
 from conftest import FIXTURES, requires_cuda, run_script, stderr_lines
 from rich.console import Console
 
-from profiling_in_pytorch.bench import pace, prose, table, timing
+from profiling_in_pytorch import timers
+from profiling_in_pytorch.bench import pace, prose, table
+from profiling_in_pytorch.ceilings import Ceilings
 from profiling_in_pytorch.bench.kernels import kernel_counts
 from profiling_in_pytorch.bench.measure import Settings
 from profiling_in_pytorch.bench.rows import Row, add_hardware_shares, add_speedups
@@ -278,7 +280,7 @@ def test_the_report_says_who_sets_the_pace_at_decode():
     assert "reduce-overhead: 4 kernels from 2 launches" in story and "2.16× eager in a loop" in story
     assert "liger" not in story and "fused" not in story  # no numbers, no story
 
-    settings = Settings(torch.device("cuda"), torch.bfloat16, 25, 100, timing.Ceilings(700.0, 8192, 4000.0, 2 << 30))
+    settings = Settings(torch.device("cuda"), torch.bfloat16, 25, 100, Ceilings(700.0, 8192, 4000.0, 2 << 30))
     console = Console(record=True, width=240)
     console.print(table.shape_table(benchmark.PRESETS["decode"], rows, settings))
     text = console.export_text()
@@ -291,7 +293,7 @@ def test_counts_per_forward_are_whole_where_whole_and_one_decimal_where_not():
     rows = [gpu_row("eager", cpu=20.0, busy=8.0, loop=20.5, gpu=12.0, kernels=16 / 3, launches=15 / 3),
             gpu_row("compile", cpu=35.0, busy=7.0, loop=35.5, gpu=10.0, kernels=4.0, launches=4 / 3 * 3)]
     add_speedups(rows)
-    settings = Settings(torch.device("cuda"), torch.bfloat16, 25, 100, timing.Ceilings(700.0, 8192, 4000.0, 2 << 30))
+    settings = Settings(torch.device("cuda"), torch.bfloat16, 25, 100, Ceilings(700.0, 8192, 4000.0, 2 << 30))
     console = Console(record=True, width=240)
     console.print(table.shape_table(benchmark.PRESETS["decode"], rows, settings))
     text = console.export_text()
@@ -313,7 +315,7 @@ def test_the_gemm_ceiling_is_the_best_burst_and_a_share_above_it_is_flagged():
     shape = benchmark.PRESETS["7b"]
     rows = [seven_b_row("eager", 3501.3), seven_b_row("fused", 3211.3)]
     add_speedups(rows)
-    first = timing.Ceilings(675.0, 8192, 4000.0, 2 << 30, matmul_bursts=(675.0,))
+    first = Ceilings(675.0, 8192, 4000.0, 2 << 30, matmul_bursts=(675.0,))
     add_hardware_shares(rows, [shape], first, 2, train=False)
     assert rows[1].matmul_share == pytest.approx(1.023, abs=1e-3)
 
@@ -371,8 +373,8 @@ def test_shapes_parse_presets_and_explicit_sizes():
 
 
 def test_percentiles_interpolate_like_numpy():
-    assert timing.percentile([5, 1, 4, 2, 3], 50) == 3
-    assert timing.percentile([1, 2, 3, 4, 5], 20) == pytest.approx(1.8)
+    assert timers.percentile([5, 1, 4, 2, 3], 50) == 3
+    assert timers.percentile([1, 2, 3, 4, 5], 20) == pytest.approx(1.8)
 
 
 @pytest.mark.parametrize(

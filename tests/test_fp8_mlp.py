@@ -238,7 +238,7 @@ def test_fp8_rows_are_judged_against_the_fp8_ceiling_and_goals():
     from profiling_in_pytorch.bench.goals import fp8_goal_lines
     from profiling_in_pytorch.bench.rows import Row, add_hardware_shares
     from profiling_in_pytorch.bench.shapes import Shape
-    from profiling_in_pytorch.bench.timing import Ceilings
+    from profiling_in_pytorch.ceilings import Ceilings
 
     shape = Shape("post", 64, 128, 768, 3072)
     ceilings = Ceilings(800.0, 8192, 3000.0, 1 << 31).with_fp8_burst(1400.0)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, ROOT, run_script, stderr_lines
 
-from profiling_in_pytorch.lesson.device import available_host_memory
+from profiling_in_pytorch.device import available_host_memory
 
 TRACE = FIXTURES / "h200" / "mlp_eager.json.gz"
 TRACE_REPORT = [sys.executable, "-m", "trace_report.report"]
@@ -141,7 +141,7 @@ def test_a_gpu_out_of_memory_is_one_line_naming_the_sizes_and_exit_1():
     code = (
         "import torch\n"
         "from trace_report.errors import exits_cleanly\n"
-        "from profiling_in_pytorch.lesson.device import require_fit\n"
+        "from profiling_in_pytorch.device import require_fit\n"
         "@exits_cleanly\n"
         "def main():\n"
         "    require_fit(torch.device('cpu'), 1000, 'the weights')\n"

@@ -7,7 +7,7 @@
     memory that runs out all the same (a failed allocation)       one line naming the sizes, exit 1
     a reader that left (`| head`)                                 nothing, exit 0
 
-A size check (`profiling_in_pytorch.lesson.device.require_fit`) compares a run's sizes with the free memory of the
+A size check (`profiling_in_pytorch.device.require_fit`) compares a run's sizes with the free memory of the
 machine or the GPU; a process can still be held to less (a `ulimit -v`, a container's limit, another process
 taking the GPU's memory meanwhile). The check names what it admitted (`allocating`), so that when an allocation
 fails after it, the one line says what was being allocated and how much.

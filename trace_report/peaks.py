@@ -13,9 +13,9 @@ it assumed and said so. `--peak TFLOPS,TBPS` replaces both.
 
 A trace may carry what its own GPU reached, measured beside the profile: a top-level key `"measured_peak"`,
 `{"dtype": "bf16", "gemm_tflops": 786.7, "copy_tbps": 4.26, "how": "an 8192³ GEMM's best burst, a 1 GiB copy"}`
-(the lessons write it, with the benchmark's own ceilings, bench.timing.measure_ceilings; any script can). It replaces
-the datasheet's rate for matrix ops of that dtype and its bandwidth, and the table says so: a GPU at its power limit
-runs below its datasheet (an H200 at 700 W: about 800 TFLOP/s for tens of ms of GEMMs, 989 on paper).
+(the lessons write it, with the benchmark's own ceilings, profiling_in_pytorch.ceilings.measure_ceilings; any script
+can). It replaces the datasheet's rate for matrix ops of that dtype and its bandwidth, and the table says so: a GPU at
+its power limit runs below its datasheet (an H200 at 700 W: about 800 TFLOP/s for tens of ms of GEMMs, 989 on paper).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import torch
 
 from profiling_in_pytorch.bench.prose import count
 from profiling_in_pytorch.bench.rows import Row
-from profiling_in_pytorch.bench.timing import percentile
+from profiling_in_pytorch.timers import percentile
 
 FLOOR_CALLS = 2000  # per loop: well past the first calls' noise, a few tens of ms
 FLOOR_LOOPS = 7  # the median counts

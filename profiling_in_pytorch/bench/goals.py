@@ -112,7 +112,7 @@ LAUNCH_GOALS = (  # variant, most CPU µs as a share of eager's, fewest × eager
     ("fused-fp8", 0.8, 1.8),
 )
 # In a loop, µs per forward at most this × the GPU's time inside the forwards of the same loop
-# (`timing.busy_in_loop`): the CPU never makes it wait. Not × the GPU µs column: that is timed with the L2 flushed
+# (`timers.busy_in_loop`): the CPU never makes it wait. Not × the GPU µs column: that is timed with the L2 flushed
 # and the GPU idle between calls, where a power-limited GPU clocks higher than back to back (the H200's fused
 # forward: 167 µs there at 1,975 MHz, 184 µs back to back at about 1,740 MHz; docs/launch-cost.md). Both are printed.
 GPU_BOUND_LOOP = 1.05

@@ -24,7 +24,8 @@ from profiling_in_pytorch.bench.kernels import count_kernels
 from profiling_in_pytorch.bench.pace import paced_by
 from profiling_in_pytorch.bench.rows import Row
 from profiling_in_pytorch.bench.shapes import Shape
-from profiling_in_pytorch.bench.timing import Ceilings, back_to_back, busy_in_loop, cpu_timing, gpu_timing
+from profiling_in_pytorch.ceilings import Ceilings
+from profiling_in_pytorch.timers import back_to_back, busy_in_loop, cpu_timing, gpu_timing
 from profiling_in_pytorch.bench.variants import Variant
 from trace_report.errors import UsageError, first_line, is_out_of_memory
 from profiling_in_pytorch.lesson.profiling import synchronize

@@ -61,7 +61,7 @@ def share(value: float | None) -> str:
 
 
 def above_ceiling(rows: list[Row], ceilings) -> list[str]:
-    """Under a table where a share exceeds 100%: why that is no measurement of the variant (`timing.Ceilings`)."""
+    """Under a table where a share exceeds 100%: why that is no measurement of the variant (`ceilings.Ceilings`)."""
     high = [r.variant for r in rows if (r.matmul_share or 0) > 1 or (r.roofline_share or 0) > 1]
     if not high:
         return []

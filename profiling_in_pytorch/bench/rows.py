@@ -44,7 +44,7 @@ class Row:
     loops: int | None = None
     loop_speedup: float | None = None
     cpu_us: float | None = None  # CPU time to issue one forward
-    # The same loop with events around each forward (timing.busy_in_loop): its period, and of it the GPU's time
+    # The same loop with events around each forward (timers.busy_in_loop): its period, and of it the GPU's time
     # inside forwards; the rest the GPU waited for the CPU.
     busy_loop_us: float | None = None
     busy_in_loop_us: float | None = None
@@ -77,7 +77,7 @@ def add_speedups(rows: list[Row]) -> None:
 
 
 def add_hardware_shares(rows: list[Row], shapes: list[Shape], ceilings, element_size: int, train: bool) -> None:
-    """Each timed row against the ceilings (`timing.Ceilings`): its TFLOP/s over the GEMM's rate, and (forward
+    """Each timed row against the ceilings (`ceilings.Ceilings`): its TFLOP/s over the GEMM's rate, and (forward
     only) the shape's floor over its time. Computed again whenever a GEMM burst raises the ceiling."""
     by_name = {shape.name: shape for shape in shapes}
     for row in rows:

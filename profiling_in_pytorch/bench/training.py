@@ -37,7 +37,7 @@ from profiling_in_pytorch.bench.measure import (
 )
 from profiling_in_pytorch.bench.rows import Row
 from profiling_in_pytorch.bench.shapes import Shape
-from profiling_in_pytorch.bench.timing import back_to_back, cpu_timing, gpu_timing
+from profiling_in_pytorch.timers import back_to_back, cpu_timing, gpu_timing
 from profiling_in_pytorch.bench.variants import Variant
 from trace_report.errors import is_out_of_memory
 from profiling_in_pytorch.lesson.profiling import synchronize

@@ -2,7 +2,7 @@
 each GEMM's FLOPs by trace-report's own formula (trace_report.flops, as its "Ops by roofline" counts them), its
 kernel's time in the trace (the step's GEMMs in launch order, averaged over the steps), its TFLOP/s, and its share of
 the ceiling trace-report reads for the trace: the GEMM rate the lesson measured on this GPU beside the profile where
-the trace holds it (bench.timing.measure_ceilings, the benchmark's "% matmul" ceiling), else the datasheet's.
+the trace holds it (ceilings.measure_ceilings, the benchmark's "% matmul" ceiling), else the datasheet's.
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@
 The recipe itself (the module, `step()` under `record_function`, `torch.profiler.profile(...)` with the posts'
 schedule, the five `prof.step()`s) stays in the lesson, where the reader sees it. This package imports torch,
 rich, `trace_report` (the checks), `profiling_in_pytorch.mlp.accuracy` (the output and gradient checks),
-`profiling_in_pytorch.bench.timing` (the timers `time_unprofiled` shares with the benchmark) and the standard
+`profiling_in_pytorch.device`, `timers` (the timers `time_unprofiled` shares with the benchmark) and `ceilings`
+(the GPU's measured peaks, written into the trace), and the standard
 modules (`trace_report.cli`, `errors`, `files`); it never imports a lesson.
 
 Each part lives in its own module (runs, unprofiled, guesses, output, op_table, correctness, commands); this file
@@ -27,7 +28,7 @@ from __future__ import annotations
 from profiling_in_pytorch.lesson.commands import (TRACE_UTIL, _command, bucket_name, next_steps,  # noqa: F401
                                                   share_command, shown_path)
 from profiling_in_pytorch.lesson.correctness import check_output, check_saved, check_training  # noqa: F401
-from profiling_in_pytorch.lesson.device import describe_device, dtype_name, pick_device, pick_dtype  # noqa: F401
+from profiling_in_pytorch.device import describe_device, dtype_name, pick_device, pick_dtype  # noqa: F401
 from profiling_in_pytorch.lesson.guesses import announce, check  # noqa: F401
 from profiling_in_pytorch.lesson.op_table import TABLE_ROWS, op_table_text, print_op_table, sort_key  # noqa: F401
 from profiling_in_pytorch.lesson.output import fusion_candidates, save  # noqa: F401

@@ -9,7 +9,7 @@ import torch
 from rich.markup import escape
 
 from trace_report.errors import readable_bytes
-from profiling_in_pytorch.lesson.device import dtype_name
+from profiling_in_pytorch.device import dtype_name
 from profiling_in_pytorch.lesson.terminal import console
 from profiling_in_pytorch.mlp.accuracy import check_backward, fp32_reference
 from profiling_in_pytorch.mlp.accuracy import check_output as check_output_against

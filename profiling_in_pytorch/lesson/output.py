@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 from torch.profiler import profile
 
-from profiling_in_pytorch.bench import timing as bench_timing  # a module, not its names: bench.timing imports lesson.device
-from profiling_in_pytorch.lesson.device import dtype_name
+from profiling_in_pytorch.ceilings import measure_ceilings
+from profiling_in_pytorch.device import dtype_name
 from trace_report.errors import UsageError
 from trace_report.files import write_atomically
 from trace_report.peaks import MEASURED_KEY
@@ -44,14 +44,14 @@ def save(prof: profile, run: Run, unprofiled: Unprofiled | None = None, extra: d
 
 def measured_peak(run: Run) -> dict | None:
     """On a GPU, what it reaches now, outside the profile, with the benchmark's own ceilings (an 8192³ GEMM's best
-    burst in the run's dtype, a 1 GiB copy: bench.timing.measure_ceilings, about 0.3 s): the peaks the trace's op
+    burst in the run's dtype, a 1 GiB copy: ceilings.measure_ceilings, about 0.3 s): the peaks the trace's op
     table and the lessons' GEMM rates are read against (trace_report.peaks, MEASURED_KEY). None on a CPU, or where
     the GEMM and the copy do not fit beside the lesson's tensors."""
     if run.device.type != "cuda":
         return None
     try:
         with console.status("measuring this GPU's GEMM and copy rates"):
-            found = bench_timing.measure_ceilings(run.device, run.dtype, warmup_ms=25, rep_ms=100)
+            found = measure_ceilings(run.device, run.dtype, warmup_ms=25, rep_ms=100)
     except (UsageError, torch.OutOfMemoryError):
         console.print("this GPU's ceilings not measured: the GEMM and the copy do not fit beside the lesson's tensors; "
                       "the datasheet's peaks stand in", soft_wrap=True)

@@ -17,7 +17,7 @@ from torch.profiler import ProfilerActivity
 from trace_report.cli import DTYPE_NAMES, ArgumentParser, add_common_flags, positive_int
 from trace_report.errors import UsageError
 from trace_report.files import writable_dir, writable_file
-from profiling_in_pytorch.lesson.device import describe_device, dtype_name, pick_device, pick_dtype, require_fit
+from profiling_in_pytorch.device import describe_device, dtype_name, pick_device, pick_dtype, require_fit
 from profiling_in_pytorch.lesson.terminal import console
 from trace_report.picture import picture_path
 

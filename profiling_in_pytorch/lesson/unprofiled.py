@@ -8,7 +8,7 @@ lessons' profiler with record_shapes. `time_unprofiled(step, run)` gives the thr
     on a GPU   1. one step, unseen: compiles, allocates, tunes (none of it timed)
                2. held steps: the GPU spins (`torch.cuda._sleep`) while the CPU issues one step, so that the step's
                   work is all queued before the GPU reaches it: the host's time for step() to return is the CPU's
-                  issue time, CUDA events around the step the GPU's time alone (as bench.timing.gpu_timing holds the
+                  issue time, CUDA events around the step the GPU's time alone (as timers.gpu_timing holds the
                   GPU, without its L2 flush: the profiled steps run with a warm L2)
                   A step of more launches than the launch queue holds (about a thousand) fills it while the GPU
                   spins, and step() returns only once the GPU has drained it: the llama-1b preset's forward, 34.5
@@ -16,7 +16,7 @@ lessons' profiler with record_shapes. `time_unprofiled(step, run)` gives the thr
                   issue time is taken from the step issued to an idle GPU instead (step 1's two calls): it returns
                   when its last launch is queued, the GPU still working, so no later than the GPU's time, and the
                   line printed says the launch queue filled.
-               3. steps back to back, no synchronize inside, as the profile runs them (bench.timing.back_to_back):
+               3. steps back to back, no synchronize inside, as the profile runs them (timers.back_to_back):
                   the loop's period, the wall time per step
     on a CPU   the step runs on the calling thread: its time is all three (there is no GPU time)
 
@@ -33,7 +33,7 @@ from typing import Callable
 
 import torch
 
-from profiling_in_pytorch.bench import timing as bench_timing  # a module, not its names: bench.timing imports lesson.device
+from profiling_in_pytorch.timers import back_to_back, percentile, spin_cycles_per_us
 from profiling_in_pytorch.lesson.runs import Run
 from profiling_in_pytorch.lesson.terminal import console
 from trace_report.observer import Unprofiled
@@ -87,8 +87,8 @@ def _on_gpu(step: Callable[[], object], barrier) -> tuple[float, float, float, i
         step()
         first.append(time.perf_counter() - start)
         torch.cuda.synchronize()
-    hold_us = HOLD_MARGIN * bench_timing.percentile(first, 50) * 1e6 + HOLD_EXTRA_US
-    cycles = int(bench_timing.spin_cycles_per_us() * hold_us)
+    hold_us = HOLD_MARGIN * percentile(first, 50) * 1e6 + HOLD_EXTRA_US
+    cycles = int(spin_cycles_per_us() * hold_us)
     issue, events = [], []
     end_by = time.perf_counter() + HELD_S
     while _more(len(issue), fixed, end_by):
@@ -105,7 +105,7 @@ def _on_gpu(step: Callable[[], object], barrier) -> tuple[float, float, float, i
         torch.cuda.synchronize()
         events.append((before, after))
     gpu = [before.elapsed_time(after) * 1e3 for before, after in events]
-    issue_us, gpu_us = bench_timing.percentile(issue, 50), bench_timing.percentile(gpu, 50)
+    issue_us, gpu_us = percentile(issue, 50), percentile(gpu, 50)
     queue_full = issue_us >= QUEUE_FULL_SHARE * hold_us
     if queue_full:  # the CPU waited for the spinning GPU to take launches off a full queue: not its own time
         issue_us = min(issue_us, min(first) * 1e6)
@@ -113,7 +113,7 @@ def _on_gpu(step: Callable[[], object], barrier) -> tuple[float, float, float, i
     if barrier is not None:
         calls = RANKED_LOOP_CALLS  # not from this rank's own medians: every rank must call the step as often
         barrier()
-    loop = bench_timing.back_to_back(lambda _: step(), [None], calls, seconds=0.0 if fixed else LOOP_S,
+    loop = back_to_back(lambda _: step(), [None], calls, seconds=0.0 if fixed else LOOP_S,
                                      min_loops=fixed or MIN_REPEATS)
     return loop.per_forward_us, issue_us, gpu_us, len(issue), queue_full
 
@@ -139,7 +139,7 @@ def _on_cpu(step: Callable[[], object], barrier, *, compiled: bool) -> tuple[flo
         start = time.perf_counter()
         step()
         samples.append((time.perf_counter() - start) * 1e6)
-    median = bench_timing.percentile(samples, 50)
+    median = percentile(samples, 50)
     return median, median, None, len(samples)
 
 

@@ -26,7 +26,7 @@ from torch import nn
 from rich.table import Table
 
 from trace_report.files import writable_dir, writable_file, write_atomically
-from profiling_in_pytorch.lesson.device import describe_device, dtype_name
+from profiling_in_pytorch.device import describe_device, dtype_name
 from profiling_in_pytorch.mlp import SimpleGeGLUMLP
 from profiling_in_pytorch.parallel.timing import CPU_CALLS, GPU_CALLS, timed
 

@@ -31,7 +31,7 @@ import torch.distributed as dist
 
 from profiling_in_pytorch import lesson
 from trace_report.errors import EXIT_CANNOT_RUN, EXIT_INTERRUPTED, EXIT_USAGE, CannotRunHere, UsageError
-from profiling_in_pytorch.lesson.device import pick_device
+from profiling_in_pytorch.device import pick_device
 
 T = TypeVar("T")
 

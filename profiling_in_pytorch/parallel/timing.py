@@ -29,9 +29,9 @@ import torch
 import torch.distributed as dist
 from rich.table import Table
 
-from profiling_in_pytorch.bench.timing import percentile
+from profiling_in_pytorch.timers import percentile
 from trace_report.files import writable_dir, writable_file, write_atomically
-from profiling_in_pytorch.lesson.device import describe_device, dtype_name, pick_dtype
+from profiling_in_pytorch.device import describe_device, dtype_name, pick_dtype
 from profiling_in_pytorch.mlp import SimpleGeGLUMLP
 from profiling_in_pytorch.mlp.accuracy import check_output, fp32_reference
 from profiling_in_pytorch.parallel import variants as registry  # `variants` is the list of names asked for, below

@@ -1,0 +1,66 @@
+"""What trace-report's advice should say of a training step (lesson 12): a habit planted in the step is found (its
+rule among the findings), a habit fixed is not.
+
+The advice is `trace_report.Report(trace).advice`: the findings ranked by the time each would save per step. These
+checks read it once per trace; a lesson imports them by module, `from profiling_in_pytorch.checks import advice as
+ax`.
+"""
+
+from __future__ import annotations
+
+from trace_report.api import Report
+from trace_report.model import Trace
+from trace_report.pace import _us
+
+from profiling_in_pytorch.checks.base import Expectation, Outcome
+
+__all__ = ["rule_found", "rule_silent", "advice_of", "ONLY_A_GPU"]
+
+ONLY_A_GPU = ("a CPU trace has no copies between host and device, no GPU to wait for and no tensor cores: the rules "
+              "that read those see nothing there; run it on a GPU")
+
+_cache: dict[int, tuple[Trace, object]] = {}
+
+
+def advice_of(trace: Trace):
+    """The trace's advice, computed once per trace (the checks of one run share it)."""
+    held = _cache.get(id(trace))
+    if held is None or held[0] is not trace:
+        _cache.clear()
+        held = _cache[id(trace)] = (trace, Report(trace).advice)
+    return held[1]
+
+
+def _found_text(advice) -> str:
+    rules = [f.rule for f in advice.findings]
+    return f"the advice's findings: {', '.join(rules) if rules else 'none'}"
+
+
+def rule_found(rule: str, what: str) -> Expectation:
+    """The advice names `rule` among its findings: `what` is the habit, in words."""
+
+    def check(trace: Trace) -> Outcome:
+        advice = advice_of(trace)
+        finding = advice.finding(rule)
+        if finding is None:
+            missing = f"; the trace lacks: {'; '.join(advice.missing)}" if advice.missing else ""
+            return Outcome(False, f"not found: {_found_text(advice)}{missing}")
+        rank = [f.rule for f in advice.findings].index(rule) + 1
+        low, high = finding.saving_us
+        return Outcome(True, f"#{rank} of {len(advice.findings)}: {finding.title} "
+                             f"(saves {_us(low)}–{_us(high)} a step, {finding.share_of_step:.0%} of it at most)")
+
+    return Expectation(f"the advice finds {rule}: {what}", check)
+
+
+def rule_silent(rule: str, fix: str) -> Expectation:
+    """The habit `rule` was fixed (`fix`, in words): the advice must not name it."""
+
+    def check(trace: Trace) -> Outcome:
+        advice = advice_of(trace)
+        finding = advice.finding(rule)
+        if finding is None:
+            return Outcome(True, _found_text(advice))
+        return Outcome(False, f"found anyway: {finding.title}; evidence: {finding.evidence}")
+
+    return Expectation(f"the advice is silent on {rule}: fixed ({fix})", check)

@@ -1,0 +1,125 @@
+"""Lesson 12's plumbing: a fix's saving measured without the profiler, weighed against the saving trace-report's
+advice predicted for it, and the table of both.
+
+The rule (`judge`): a prediction is a range of µs per step, [low, high]. The measured saving holds it when it falls
+inside, or outside by at most SLACK of the nearest end's value: 25% below low, or 25% above high. A range is read off
+three profiled steps and a timing is a median of a few: neither is exact, and the slack says how far apart they may
+fall before the prediction is called wrong. Anything further is a ✗ with both numbers, which is a result of the
+lesson, not an error.
+
+How a saving is measured (`measure_saving`): the step without the fix and the step with it, each timed as
+`lesson.measure_step` times a step (the loop's period, `wall_us_per_step`: what one step costs a training run, a
+median), in turns (before, after, after, before, ...) so that a machine that slows down or speeds up during the
+timing weighs on both alike; of each step's timings the least is kept, since other work on the machine only ever adds
+time to a step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+from rich.markup import escape
+from rich.table import Table
+
+from profiling_in_pytorch.lesson.terminal import console
+from profiling_in_pytorch.lesson.unprofiled import measure_step
+from trace_report.pace import _us
+
+SLACK = 0.25  # how far outside the predicted range a measured saving may fall, as a share of the nearest end
+ROUNDS = 2  # turns of (before, after) per fix: 4 timings, about 2 s a fix on a CPU
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One fix: the saving predicted for it (µs per step, low and high), the one measured, and the verdict."""
+
+    rule: str
+    low_us: float
+    high_us: float
+    before_us: float
+    after_us: float
+
+    @property
+    def saving_us(self) -> float:
+        return self.before_us - self.after_us
+
+    @property
+    def ok(self) -> bool:
+        return holds(self.saving_us, self.low_us, self.high_us)
+
+    @property
+    def predicted(self) -> str:
+        return range_text(self.low_us, self.high_us)
+
+    @property
+    def reason(self) -> str:
+        """Why a ✗, in one line with both numbers; empty for a ✓."""
+        return "" if self.ok else miss_text(self.saving_us, self.low_us, self.high_us)
+
+
+def holds(saving: float, low: float, high: float, slack: float = SLACK) -> bool:
+    """Inside [low, high], or outside by at most `slack` of the nearest end's value."""
+    low, high = min(low, high), max(low, high)
+    return low - slack * abs(low) <= saving <= high + slack * abs(high)
+
+
+def range_text(low: float, high: float) -> str:
+    """"4.00–6.20 ms", "120.0–340.0 µs": one unit for both ends, the high end's."""
+    if high >= 1000:
+        return f"{low / 1000:,.2f}–{high / 1000:,.2f} ms"
+    return f"{low:,.1f}–{high:,.1f} µs"
+
+
+def miss_text(saving: float, low: float, high: float) -> str:
+    """"measured 3.10 ms, predicted 4.00–6.20 ms: 23% below the range's low end" (or above its high end, or a
+    slowdown)."""
+    head = f"measured {_us(saving) if saving >= 0 else '-' + _us(-saving)}, predicted {range_text(low, high)}"
+    if saving < 0:
+        return f"{head}: the step got slower with the fix"
+    if saving < low:
+        return f"{head}: {(low - saving) / low:.0%} below the range's low end" if low else head
+    return f"{head}: {(saving - high) / high:.0%} above the range's high end" if high else head
+
+
+def measure_saving(before: Callable[[], object], after: Callable[[], object], device: torch.device,
+                   rounds: int = ROUNDS) -> tuple[float, float]:
+    """The loop's period of `before()` and of `after()` (µs per step, the least of `rounds` timings each, taken in
+    turns); nothing printed."""
+    times: dict[str, list[float]] = {"before": [], "after": []}
+    for turn in range(rounds):
+        order = ("before", "after") if turn % 2 == 0 else ("after", "before")
+        for name in order:
+            step = before if name == "before" else after
+            times[name].append(measure_step(step, device).wall_us_per_step)
+    return min(times["before"]), min(times["after"])
+
+
+def print_judged(judged: Sequence[Judged], title: str) -> None:
+    """The table: each fix's predicted range, the saving measured, ✓ or ✗; then each ✗'s reason, in words."""
+    table = Table(title=title, title_justify="left")
+    for name, justify in (("rule", "left"), ("predicted", "right"), ("before", "right"), ("after", "right"),
+                          ("measured saving", "right"), ("", "center")):
+        table.add_column(name, justify=justify)
+    for j in judged:
+        saving = _us(j.saving_us) if j.saving_us >= 0 else "-" + _us(-j.saving_us)
+        table.add_row(j.rule, j.predicted, _us(j.before_us), _us(j.after_us), saving,
+                      "[green]✓[/green]" if j.ok else "[red]✗[/red]")
+    console.print(table)
+    for j in judged:
+        if not j.ok:
+            console.print(f"  [red]✗[/red] {escape(j.rule)}: {escape(j.reason)}", soft_wrap=True)
+
+
+def ranking(first_rule: str, judged: Sequence[Judged]) -> tuple[bool | None, str]:
+    """Does the advice's first finding (of those measured) save the most when applied alone? None when fewer than
+    two fixes were measured: nothing to rank."""
+    if len(judged) < 2:
+        return None, "fewer than two fixes measured: nothing to rank"
+    best = max(judged, key=lambda j: j.saving_us)
+    first = next(j for j in judged if j.rule == first_rule)
+    if best.rule == first.rule:
+        return True, f"{first.rule} first, and it saved the most alone: {_us(first.saving_us)} a step"
+    return False, (f"{first.rule} first ({_us(first.saving_us) if first.saving_us >= 0 else 'no saving'} measured), "
+                   f"but {best.rule} saved the most alone: {_us(best.saving_us)} a step")
