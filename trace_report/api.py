@@ -4,6 +4,7 @@
     import trace_report
     report = trace_report.read("traces/03_simple_mlp/64_128_768_3072_eager.json")
     report.verdict.kind, report.summary.kinds, report.communication, report.memory
+    report.advice.findings[0].change      # what to change, ranked by the time it would give back per step
     report.to_json()                      # the dict --json prints (json.dumps it as is)
     trace_report.read_ranks([...])        # one run's ranks, as `trace-report RUN_rank*.json`
 
@@ -17,6 +18,7 @@ from functools import cached_property
 from pathlib import Path
 
 from trace_report import communication as comm
+from trace_report.advice import Advice, advise
 from trace_report import fusion, graphs, roofline
 from trace_report.export import trace_to_dict
 from trace_report.memory import memory_peaks, memory_to_dict
@@ -53,6 +55,12 @@ class Report:
         return comm.communication(self.trace)
 
     @cached_property
+    def advice(self) -> Advice:
+        """What to change: the findings, largest saving per step first, each with its evidence, the line to paste,
+        the saving as a range and its basis (trace_report/advice)."""
+        return advise(self.trace, self.verdict)
+
+    @cached_property
     def memory(self) -> list:
         """Per device the memory peak, when and what was live (profile_memory=True; else empty)."""
         return memory_peaks(self.trace)
@@ -75,7 +83,8 @@ class Report:
         """The report as plain data, what `trace-report --json` prints for one trace (documented key by key in
         docs/trace-report.md); `second`: the other trace of a diff, for the fusion section's "what it fused"."""
         data = self.with_communication(second=second)
-        return {**data, "summary": self.summary.to_dict(), "observer_effect": self.observer_effect.to_dict(),
+        return {**data, "summary": self.summary.to_dict(), "advice": self.advice.to_rows(),
+                "advice_missing": self.advice.missing, "observer_effect": self.observer_effect.to_dict(),
                 "memory": memory_to_dict(self.memory), "ops": self.op_table.to_rows(),
                 "op_table": self.op_table.to_dict()}
 

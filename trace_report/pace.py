@@ -10,8 +10,9 @@ and captures are said as such: a replay's kernels cost no launch each, a capture
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from trace_report.kernels import COMMUNICATION, kind_of_kernel
 from trace_report.model import RuntimeCall, Trace, rounded
@@ -61,6 +62,10 @@ class Verdict:
     # totals, the window and the idle time, never in a per-step figure, so that these agree with the summary's
     outside_gpu_us: float = 0.0
     outside_gpu_items: int = 0
+    # What the GPU's idle time in the steps waited on, µs by cause (idle_causes), and the cause of an overhead-bound
+    # verdict: "launches", "synchronization", "pageable copies" or "data loading"
+    idle_by_cause_us: dict = field(default_factory=dict)
+    cause: str | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -88,6 +93,8 @@ class Verdict:
             "graph_share": rounded(self.graph_share, 4),
             "outside_steps_gpu_us": round(self.outside_gpu_us, 3),
             "outside_steps_gpu_items": self.outside_gpu_items,
+            "cause": self.cause,
+            "idle_by_cause_us": {k: round(v, 3) for k, v in self.idle_by_cause_us.items()},
         }
 
 
@@ -153,6 +160,9 @@ def verdict(trace: Trace) -> Verdict:
 
     if not cpu_side:
         return _gpu_only(trace, lane, busy, window, comm_share, graph_share)
+    by_cause = idle_causes(trace)
+    idle_share = sum(by_cause.values()) / window if window > 0 else 0.0
+    cause = max(by_cause, key=by_cause.get) if by_cause and max(by_cause.values()) > 0 else None
     capture = _capture_calls(trace, lane)
     if capture and gpu_total < 0.1 * issue:
         kind = "CUDA graph capture"
@@ -169,17 +179,19 @@ def verdict(trace: Trace) -> Verdict:
     elif issue > gpu_total and busy < BUSY_SHARE * window:
         kind = "overhead-bound"
         why = "issuing the work takes the CPU longer than the GPU takes to run it, so the GPU waits for launches"
+        if cause != "launches":
+            why = CAUSES[cause]
     elif issue > gpu_total:
         kind = "compute-bound"
         why = (f"the GPU is busy {busy / window:.0%} of its window: the CPU's ops take longer than the GPU's work "
                f"({_us(issue / n)} against {_us(gpu_total / n)} a step) but run beside it, so the GPU's work sets the "
                "pace")
-    elif starved_share >= STARVED_SHARE:
+    elif starved_share >= STARVED_SHARE or cause not in (None, "launches") and idle_share >= STARVED_SHARE:
         kind = "overhead-bound"
         why = (
             f"the GPU sat idle waiting for the next launch {starved_share:.0%} of its window: the recorded ops "
             "issue the work quickly but late, so the CPU's time goes where the table does not look (between steps)"
-        )
+        ) if cause in (None, "launches") else CAUSES[cause]
     else:
         kind = "compute-bound"
         why = "the GPU's work takes longer than the CPU needs to issue it, so launch costs hide behind it"
@@ -252,7 +264,58 @@ def verdict(trace: Trace) -> Verdict:
         graph_share=graph_share,
         outside_gpu_us=outside_us,
         outside_gpu_items=len(outside),
+        idle_by_cause_us=by_cause,
+        cause=cause if kind == "overhead-bound" else None,
     )
+
+
+# What the GPU waits on, as the verdict says it when that is not the launches (the advice's rules follow from it).
+CAUSES = {
+    "synchronization": "the GPU idles after each synchronization inside the step (.item(), a copy with "
+                       "non_blocking=False, torch.cuda.synchronize()): the CPU waits for the GPU to drain, then the GPU "
+                       "waits for the CPU's next launch",
+    "pageable copies": "the GPU idles around copies from pageable host memory: CUDA makes each wait for the stream and "
+                       "the CPU wait for the copy, so nothing is queued behind it",
+    "data loading": "the GPU idles while the training loop's thread makes the next batch (a DataLoader without "
+                    "workers)",
+}
+
+
+def idle_causes(trace: Trace) -> dict[str, float]:
+    """The GPU's idle stretches inside the steps (over MIN_GAP_US), µs by what the GPU waited on: "data loading" (a
+    DataLoader's `__next__` runs during the stretch), "pageable copies" or "synchronization" (a synchronize call, or a
+    pageable copy's, returns during it or was waiting as it began: the CPU held back until the GPU drained), else
+    "launches" (the CPU had not yet issued the next work). Each stretch goes to one cause, in that order. In the spirit
+    of HTA's critical path, which tells data loading apart from launch overhead."""
+    causes = {"launches": 0.0, "synchronization": 0.0, "pageable copies": 0.0, "data loading": 0.0}
+    lane = [w for step in trace.steps for w in step.gpu]
+    if not lane:
+        return {}
+    lane.sort(key=lambda w: w.ts)
+    calls = [c for step in trace.steps for c in step.runtime]
+    pageable = {id(w.launch.launcher) for w in lane if w.kind == "memcpy" and "Pageable" in w.name
+                and w.launch is not None and w.launch.launcher is not None}
+    waits = sorted((c.ts, c.end, "pageable copies" if id(c.launcher) in pageable else "synchronization")
+                   for c in calls if c.is_sync or ("Memcpy" in c.name and id(c.launcher) in pageable))
+    loads = sorted((op.ts, op.ts + op.dur) for step in trace.steps for op in step.ops
+                   if "DataLoader" in op.name and "__next__" in op.name)
+    wait_starts, load_starts = [a for a, _, _ in waits], [a for a, _ in loads]
+    end = lane[0].end
+    for w in lane[1:]:
+        if w.ts - end > MIN_GAP_US:
+            gap_start, gap_end = end, w.ts
+            # the few that start before the gap ends, latest first: a step holds a handful of waits and loads
+            i, j = bisect.bisect_left(load_starts, gap_end), bisect.bisect_left(wait_starts, gap_end)
+            loaded = sum(max(0.0, min(gap_end, b) - max(gap_start, a)) for a, b in loads[max(0, i - 4):i])
+            waited = [kind for a, b, kind in waits[max(0, j - 8):j] if b > gap_start - MIN_GAP_US]
+            if loaded > 0.5 * (gap_end - gap_start):
+                causes["data loading"] += gap_end - gap_start
+            elif waited:
+                causes["pageable copies" if "pageable copies" in waited else "synchronization"] += gap_end - gap_start
+            else:
+                causes["launches"] += gap_end - gap_start
+        end = max(end, w.end)
+    return {k: v for k, v in causes.items() if v > 0}
 
 
 def _gpu_only(trace: Trace, lane: list, busy: float, window: float, comm_share: float, graph_share: float) -> Verdict:

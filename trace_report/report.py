@@ -49,6 +49,7 @@ from trace_report.roofline_report import ROOFLINE_BRIEF_ROWS, print_op_table
 from trace_report import communication as comm
 from trace_report import ranks as rank_traces
 from trace_report.api import Report
+from trace_report.advice import BRIEF as ADVICE_BRIEF, advise, print_advice
 from trace_report.attribution import print_owners
 from trace_report import fusion, graphs  # fusion candidates (fusion.py), CUDA graph replays (graphs.py)
 from trace_report import peaks, roofline  # the ops by roofline against the GPU's peaks
@@ -330,7 +331,9 @@ def print_report(
         ("where fusion would pay", lambda: print_fusion(fusion_found, console, rows=fusion_rows)
          if fusion_found is not None else None, 6),
     ]
-    head = _rendered(console, lambda: (print_header(trace, console), print_summary(summary, console, rows=rows)))
+    found_advice = advise(trace, judged)
+    head = _rendered(console, lambda: (print_header(trace, console), print_summary(summary, console, rows=rows),
+                                       print_advice(found_advice, console, rows=ADVICE_BRIEF if lines else None)))
     console.file.write(head)
     rendered = [(name, _rendered(console, draw), keep) for name, draw, keep in sections]
     kept = {name for name, _, _ in rendered}

@@ -1,0 +1,130 @@
+"""What the rules share: the trace as a rule reads it (`Reading`: steps, the replay, the step's period), words for
+times and sizes, and where a pattern sits (the op path, the Python line)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from functools import cached_property
+
+from trace_report.advice.replay import PROFILER_SLOWDOWN, Replay, replay
+from trace_report.model import CpuOp, RuntimeCall, Step, Trace
+from trace_report.pace import Verdict, _us
+from trace_report.profiler_costs import MEASURED
+from trace_report.timeline import union
+
+DATALOADER = "DataLoader"  # `enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__`: the batch being made
+SINGLE_PROCESS_LOADER = "_SingleProcessDataLoaderIter"
+OPTIMIZER_STEP = "Optimizer.step#"  # `Optimizer.step#AdamW.step`: torch labels every optimizer's step
+OPTIMIZER_ZERO_GRAD = "Optimizer.zero_grad#"
+
+
+@dataclass
+class Reading:
+    """One trace as the rules read it; `options`: what it was recorded with (observer.recording_options)."""
+
+    trace: Trace
+    verdict: Verdict
+    options: frozenset[str]
+
+    @property
+    def steps(self) -> list[Step]:
+        return self.trace.steps
+
+    @property
+    def n(self) -> int:
+        return len(self.trace.steps)
+
+    @cached_property
+    def slowdown(self) -> tuple[float, float]:
+        """How much slower the CPU's side ran under the profiler, least and most, by the rows measured with the trace's
+        options or fewer (profiler_costs.MEASURED); PROFILER_SLOWDOWN where none fits."""
+        rows = [r for r in MEASURED if r.options <= self.options]
+        if not rows:
+            return PROFILER_SLOWDOWN
+        most = max(len(r.options) for r in rows)
+        slowdowns = [r.slowdown for r in rows if len(r.options) == most]
+        return 1.0, max(slowdowns)
+
+    @cached_property
+    def replay(self) -> Replay | None:
+        return replay(self.trace, self.slowdown)
+
+    @cached_property
+    def step_us(self) -> float:
+        """The step's period: as the replay measured it from the trace, else the verdict's per-step figures."""
+        if self.replay is not None and self.replay.measured_us > 0:
+            return self.replay.measured_us
+        per_step = [s.dur for s in self.steps]
+        return max(sum(per_step) / len(per_step), self.verdict.gpu_busy_us_per_step or 0.0)
+
+    @cached_property
+    def has_stacks(self) -> bool:
+        return "with_stack" in self.options
+
+    @cached_property
+    def has_shapes(self) -> bool:
+        return "record_shapes" in self.options
+
+    def per_step(self, count: int) -> float:
+        return count / self.n if self.n else 0.0
+
+    def basis(self, what: str) -> str:
+        """The words every replayed saving ends with: how well the replay fits the trace, and the profiler's part."""
+        r = self.replay
+        fit = (f"the replay gives {_us(r.fitted_us)} for the trace's {_us(r.measured_us)} step" if r is not None
+               else "no replay")
+        low, high = self.slowdown
+        return (f"{what}; the step replayed with the change and without ({fit}), the CPU as recorded and "
+                f"{high:.1f}× faster (the profiler's cost on steps recorded like this one)")
+
+
+def in_loader(op: CpuOp) -> bool:
+    """An op inside a DataLoader's `__next__`: the batch being made, not the step's own work."""
+    return DATALOADER in op.name or any(DATALOADER in box for box in op.path)
+
+
+def launcher_chain(call: RuntimeCall) -> tuple[str, ...]:
+    """The ops around a runtime call, outermost first (labels left out where the path names them)."""
+    return tuple(call.launch_path)
+
+
+def where_of(ops) -> str | None:
+    """The Python line that most of `ops` come from, `file.py:42`, when the trace recorded it; else None."""
+    lines = Counter(getattr(op, "source", None) for op in ops)
+    lines.pop(None, None)
+    return lines.most_common(1)[0][0] if lines else None
+
+
+def megabytes(n: float) -> str:
+    if n >= 1e9:
+        return f"{n / 1e9:,.2f} GB"
+    if n >= 1e6:
+        return f"{n / 1e6:,.1f} MB"
+    return f"{n / 1e3:,.1f} kB"
+
+
+def times(n: float) -> str:
+    """A count per step: `×3`, `×2.5`."""
+    return f"×{n:g}" if n == int(n) else f"×{n:.1f}"
+
+
+us = _us
+
+
+def source_of(rule) -> str:
+    """Where a rule's idea comes from: the paragraph of its docstring that starts with "Sources: ", in one line."""
+    doc = rule.__doc__ or ""
+    text = doc.split("Sources: ", 1)[1] if "Sources: " in doc else ""
+    return " ".join(text.split())
+
+
+def cpu_only_saving(r: Reading, spans_by_step, keep: tuple[float, float]) -> tuple[float, float]:
+    """On a trace without a GPU lane the step is its CPU time: a change gives back the CPU time it removes from the
+    spans, `keep` (least, most) of it staying, read without the profiler's share at the most (Reading.slowdown)."""
+    removed = 0.0
+    for step in r.steps:
+        spans = union(spans_by_step(step))
+        removed += sum(min(step.ts + step.dur, b) - max(step.ts, a) for a, b in spans if b > step.ts)
+    removed /= max(1, r.n)
+    return removed * (1 - keep[1]) / r.slowdown[1], removed * (1 - keep[0])

@@ -1,0 +1,310 @@
+"""The host's side of a step: copies from pageable memory, synchronisations, batches made on the step's thread, and
+tensors built on the CPU and copied every step. Each is the GPU waiting for the CPU, and each has a one-line fix.
+
+The rules read the runtime calls (`cudaMemcpyAsync`, `cudaStreamSynchronize`) and the ops around them; their savings
+come from the step's replay (replay.py), so that a sync which the GPU's own work would hide anyway is not promised.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from dataclasses import replace
+
+from trace_report.advice.common import (DATALOADER, SINGLE_PROCESS_LOADER, Reading, in_loader, megabytes, source_of,
+                                        times, us, where_of)
+from trace_report.advice.findings import Finding
+from trace_report.advice.replay import cut_cpu, edit_events, is_blocking_copy, spans_of
+from trace_report.model import CpuOp, RuntimeCall, Step
+
+# A copy from pinned memory runs at this share of the host link's peak, least and most (PCIe's own overheads; a
+# pageable copy first goes through CUDA's staging buffer, at about half of it).
+PINNED_SHARE = (0.55, 0.85)
+# Host-to-GPU link by architecture, GB/s one way: PCIe 3 (Volta), 4 (Ampere, Ada), 5 (Hopper, Blackwell, MI300).
+LINK_GBS = {"sm70": 15.75, "sm75": 15.75, "sm80": 31.5, "sm86": 31.5, "sm89": 31.5, "sm90": 63.0, "sm100": 63.0,
+            "sm103": 63.0, "gfx90a": 31.5, "gfx942": 63.0, "gfx950": 63.0}
+DEFAULT_LINK_GBS = 31.5
+
+# Ops that read a GPU tensor's value on the host (each waits for the GPU): `.item()`, `if t:`, `float(t)`, ...
+SCALAR_READS = ("aten::item", "aten::_local_scalar_dense", "aten::is_nonzero", "aten::equal")
+# Ops whose output's size hangs on the data: the host must wait for the count first.
+DATA_DEPENDENT = ("aten::nonzero", "aten::masked_select", "aten::unique", "aten::_unique", "aten::repeat_interleave",
+                  "aten::bincount", "aten::histc")
+# Ops that build a tensor from nothing or from the host's values: a constant in the making.
+FACTORY = ("aten::arange", "aten::ones", "aten::zeros", "aten::full", "aten::tril", "aten::triu", "aten::linspace",
+           "aten::eye", "aten::rand", "aten::randn", "aten::randint", "aten::lift_fresh", "aten::sin",
+           "aten::cos", "aten::exp", "aten::pow", "aten::outer", "aten::ones_like", "aten::zeros_like",
+           "aten::scalar_tensor")
+
+
+def _link_gbs(trace) -> float:
+    device = trace.device or ""
+    for arch, gbs in LINK_GBS.items():
+        if f"({arch}" in device or f"{arch})" in device or f" {arch}" in device:
+            return gbs
+    return DEFAULT_LINK_GBS
+
+
+def _copy_syncs(step: Step) -> dict[int, list[RuntimeCall]]:
+    """id(op) -> the synchronize calls made inside it: a copy with non_blocking=False waits for its stream."""
+    found: dict[int, list[RuntimeCall]] = {}
+    for call in step.runtime:
+        if call.is_sync and call.launcher is not None:
+            found.setdefault(id(call.launcher), []).append(call)
+    return found
+
+
+# --- pageable copies --------------------------------------------------------------------------------------------
+
+
+def pageable_copy(r: Reading) -> list[Finding]:
+    """Host↔device copies from pageable memory: CUDA waits for the stream, stages the bytes through a pinned buffer of
+    its own, and the CPU waits for the copy; a copy with non_blocking=False then synchronizes again. From pinned
+    memory with non_blocking=True the copy runs at the link's speed and the CPU goes on issuing.
+
+    Sources: torch.profiler's pattern matcher had no rule for it, Nsight Systems' expert rules do ("CUDA Async Memcpy
+    with Pageable Memory"); the fix is PyTorch's "pin_memory" and "non_blocking" (CUDA semantics notes)."""
+    copies = [w for s in r.steps for w in s.gpu if w.kind == "memcpy" and "Pageable" in w.name]
+    if not copies or r.replay is None:
+        return []
+    link = _link_gbs(r.trace)
+    nbytes = sum((w.comm_args or {}).get("bytes", 0) or 0 for w in copies)
+    dur = sum(w.dur for w in copies)
+    measured_gbs = nbytes / dur / 1e3 if dur > 0 and nbytes else None
+    # A pinned copy's time, least and most: the link at PINNED_SHARE, never slower than the pageable copy was.
+    factors = [1.0, 1.0]
+    if measured_gbs:
+        factors = [min(1.0, measured_gbs / (link * PINNED_SHARE[1])), min(1.0, measured_gbs / (link * PINNED_SHARE[0]))]
+    copy_calls = {id(w.launch) for w in copies if w.launch is not None}
+    ops = {id(w.launch.launcher): w.launch.launcher for w in copies if w.launch is not None and w.launch.launcher}
+    reads = {id(w.launch) for w in copies if w.launch is not None and "DtoH" in w.name}
+    uploads = {id(w.launch.launcher) for w in copies if w.launch is not None and w.launch.launcher is not None
+               and "HtoD" in w.name}
+    syncs = {id(c) for s in r.steps for key, calls in _copy_syncs(s).items() if key in uploads for c in calls}
+
+    def pinned(factor: float):
+        def change(e):
+            if e.call is None:
+                return e
+            if id(e.call) in copy_calls:
+                works = tuple(d * factor for d in e.works)
+                if id(e.call) in reads:  # the host reads what it copies back: it still waits, for less
+                    return replace(e, works=works)
+                return replace(e, waits=False, blocks_on_work=False, own=min(e.own, 10.0), works=works)
+            if id(e.call) in syncs:
+                return replace(e, waits=False)
+            return e
+        return edit_events(change)
+
+    saving = r.replay.saving(pinned(factors[0]), [pinned(factors[1])])
+    h2d = sum(1 for w in copies if "HtoD" in w.name)
+    d2h = len(copies) - h2d
+    launchers = Counter(w.launched_by or "?" for w in copies)
+    direction = ", ".join(p for p in (f"HtoD {times(r.per_step(h2d))}" if h2d else "",
+                                      f"DtoH {times(r.per_step(d2h))}" if d2h else "") if p)
+    speed = f" at {measured_gbs:,.1f} GB/s" if measured_gbs else ""
+    sync_note = (f"; each followed by a cudaStreamSynchronize (non_blocking=False)" if syncs else "")
+    evidence = (f"Memcpy (Pageable) {direction} a step, {megabytes(r.per_step(nbytes))}{speed} in "
+                f"{us(r.per_step(dur))}, launched by {', '.join(launchers)}{sync_note}")
+    change = ("DataLoader(..., pin_memory=True) (or x = x.pin_memory()), then x.to('cuda', non_blocking=True)"
+              if h2d else "copy into a pinned buffer: out = torch.empty(..., pin_memory=True); out.copy_(x, "
+              "non_blocking=True), then wait on an event only where the values are read")
+    basis = r.basis(f"a pinned copy at {PINNED_SHARE[0]:.0%}-{PINNED_SHARE[1]:.0%} of the host link "
+                    f"({link:g} GB/s for this GPU), the CPU no longer waiting for it")
+    return [Finding("pageable-copy", "copies from pageable host memory", evidence, change, saving, r.step_us, basis,
+                    source_of(pageable_copy),
+                    where=where_of(op for op in ops.values()), count_per_step=r.per_step(len(copies)))]
+
+
+# --- synchronisations -------------------------------------------------------------------------------------------
+
+
+def _sync_kind(call: RuntimeCall, step_copies: set[int]) -> str | None:
+    """What made a synchronize call, as a reader fixes it; None for one the reader cannot remove by a line (a library's
+    own wait) or one another rule owns (a pageable copy's)."""
+    chain = call.launch_path
+    if any(op in chain for op in SCALAR_READS):
+        return "a scalar read on the host (.item(), float(t), `if t:`)"
+    if any(op in chain for op in DATA_DEPENDENT) or "aten::index" in chain and "aten::nonzero" in chain:
+        return "an op whose output size hangs on the data (nonzero, a boolean mask, unique)"
+    if call.launcher is not None and call.launcher.name in ("aten::copy_", "aten::_to_copy", "aten::to"):
+        if id(call.launcher) in step_copies:
+            return None  # a pageable copy: pageable_copy's
+        return "a copy with non_blocking=False (.to(), .cpu(), .tolist())"
+    if call.launched_by is None or (call.launcher is not None and call.launcher.is_label):
+        if "Device" in call.name or "Stream" in call.name:
+            return "an explicit torch.cuda.synchronize() in the step"
+    return None
+
+
+CHANGES = {
+    "a scalar read on the host (.item(), float(t), `if t:`)":
+        "keep it on the GPU: total += loss.detach() (read total.item() once, after the loop or every N steps)",
+    "an op whose output size hangs on the data (nonzero, a boolean mask, unique)":
+        "a fixed-size op instead: torch.where(mask, x, 0) for x[mask]; pass output_size= to repeat_interleave",
+    "a copy with non_blocking=False (.to(), .cpu(), .tolist())":
+        "x.to('cuda', non_blocking=True) from pinned memory; read GPU results once, after the loop",
+    "an explicit torch.cuda.synchronize() in the step":
+        "drop torch.cuda.synchronize() from the step; time with torch.cuda.Event(enable_timing=True) instead",
+}
+
+
+def sync(r: Reading) -> list[Finding]:
+    """Synchronisations inside the step: the CPU stops issuing until the GPU has drained its queue, then the GPU waits
+    for the CPU's next launch. `.item()` on a loss, a Python `if` on a GPU tensor, a boolean mask, `.cpu()`.
+
+    Sources: torch.profiler's pattern matcher (SynchronizedDataLoaderPattern, ExtraCUDACopyPattern), Nsight Systems'
+    expert rule for synchronous API calls, PyTorch's performance tuning guide ("avoid unnecessary CPU-GPU
+    synchronization")."""
+    if r.replay is None:
+        return []
+    found: dict[str, list[RuntimeCall]] = {}
+    for s in r.steps:
+        pageable = {id(w.launch.launcher) for w in s.gpu if w.kind == "memcpy" and "Pageable" in w.name
+                    and w.launch is not None and w.launch.launcher is not None}
+        for call in s.runtime:
+            if call.is_sync:
+                kind = _sync_kind(call, pageable)
+                if kind is not None:
+                    found.setdefault(kind, []).append(call)
+    if not found:
+        return []
+    removed = {id(c) for calls in found.values() for c in calls}
+
+    def no_wait(e):
+        return replace(e, waits=False, blocks_on_work=False) if e.call is not None and id(e.call) in removed else e
+
+    saving = r.replay.saving(edit_events(no_wait))
+    main = max(found, key=lambda k: sum(c.dur for c in found[k]))
+    parts = []
+    for kind, calls in sorted(found.items(), key=lambda kv: -sum(c.dur for c in kv[1])):
+        ops = Counter(c.launch_path[0] if c.launch_path else c.launched_by or "the step" for c in calls)
+        top = ", ".join(f"{op}" for op, _ in ops.most_common(2))
+        parts.append(f"{times(r.per_step(len(calls)))} {kind} (in {top}), waiting {us(r.per_step(sum(c.dur for c in calls)))}")
+    evidence = "synchronize calls a step: " + "; ".join(parts)
+    launchers = [c.launcher for calls in found.values() for c in calls if c.launcher is not None]
+    return [Finding("sync", "the CPU waits for the GPU inside the step", evidence, CHANGES[main], saving, r.step_us,
+                    r.basis("the waits removed, the CPU issuing ahead"),
+                    source_of(sync), where=where_of(launchers),
+                    count_per_step=r.per_step(sum(len(c) for c in found.values())))]
+
+
+# --- data loading -----------------------------------------------------------------------------------------------
+
+# With workers, the main process still receives each batch (its tensors rebuilt from shared memory): this share of
+# the single-process loader's time, least and most.
+WORKER_KEEP = (0.03, 0.2)
+
+
+def dataloader(r: Reading) -> list[Finding]:
+    """A DataLoader without workers: the batch is made on the training loop's thread, between two steps' work, and the
+    GPU waits for it (`enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__`).
+
+    Sources: torch.profiler's pattern matcher (SynchronizedDataLoaderPattern: num_workers=0), the TensorBoard
+    profiler plugin's recommendation (DataLoader over 5% of a step), PyTorch's performance tuning guide
+    ("enable async data loading")."""
+    loads = [op for s in r.steps for op in s.ops if DATALOADER in op.name and SINGLE_PROCESS_LOADER in op.name]
+    if not loads or r.replay is None:
+        return []
+
+    def loader_spans(step: Step):
+        return spans_of(op for op in step.ops if DATALOADER in op.name and SINGLE_PROCESS_LOADER in op.name)
+
+    saving = r.replay.saving(cut_cpu(loader_spans, WORKER_KEEP[1]), [cut_cpu(loader_spans, WORKER_KEEP[0])])
+    spent = sum(op.dur for op in loads)
+    evidence = (f"{loads[0].name}: {us(r.per_step(spent))} a step on the training loop's thread, "
+                f"{r.per_step(spent) / r.step_us:.0%} of the step")
+    change = ("DataLoader(dataset, batch_size=..., num_workers=4, pin_memory=True, persistent_workers=True, "
+              "prefetch_factor=2)")
+    basis = r.basis(f"workers make the batches beside the step; the loop keeps {WORKER_KEEP[0]:.0%}-"
+                    f"{WORKER_KEEP[1]:.0%} of the loading to receive them (as many workers as a batch's making "
+                    "needs cores for)")
+    return [Finding("dataloader", "batches made on the training loop's thread", evidence, change, saving, r.step_us,
+                    basis, source_of(dataloader),
+                    where=where_of(loads), count_per_step=r.per_step(len(loads)))]
+
+
+# --- tensors built on the CPU every step -----------------------------------------------------------------------
+
+
+def _top_level(op: CpuOp) -> bool:
+    """An op called from Python, not from inside another op (its path holds labels and Python frames only)."""
+    return not any(box.startswith("aten::") for box in op.path)
+
+
+def _built_on_cpu(step: Step) -> list[tuple[CpuOp, list[CpuOp]]]:
+    """Each host-to-device copy of the step whose source the step built on the CPU just before, from factory ops called
+    from Python (`torch.arange(...)`, `torch.ones(...)`, then `.to('cuda')`), with those ops. The batch a DataLoader
+    made is no such tensor: the walk back stops at the loader, as at any op that launched GPU work."""
+    copies = [w.launch.launcher for w in step.gpu if w.kind == "memcpy" and "HtoD" in w.name
+              and w.launch is not None and w.launch.launcher is not None]
+    if not copies:
+        return []
+    by_thread: dict[tuple, list[CpuOp]] = {}
+    for op in step.ops:
+        if not op.is_label and _top_level(op):
+            by_thread.setdefault((op.pid, op.tid), []).append(op)
+    for ops in by_thread.values():
+        ops.sort(key=lambda o: o.ts)
+    found = []
+    for op in copies:
+        if in_loader(op):
+            continue
+        thread = by_thread.get((op.pid, op.tid), [])
+        starts = [o.ts for o in thread]
+        # the copy's own top-level op (`aten::to`), then the ones before it, latest first
+        i = bisect.bisect_right(starts, op.ts) - 1
+        made = []
+        for o in reversed(thread[max(0, i - 64):max(0, i)]):
+            if o.launched or in_loader(o) or DATALOADER in o.name:
+                break
+            if o.name in FACTORY:
+                made.append(o)
+        if made:
+            found.append((op, made))
+    return found
+
+
+def cpu_built_tensor(r: Reading) -> list[Finding]:
+    """A tensor built on the CPU and copied to the GPU every step: a mask, positions, a constant. Its making costs the
+    CPU each step, its copy a launch (and, from pageable memory, a wait). Built once on the device, it costs nothing.
+
+    Sources: PyTorch's performance tuning guide ("create tensors directly on the target device"); torch.profiler's
+    pattern matcher (ExtraCUDACopyPattern)."""
+    if r.replay is None:
+        return []
+    per_step = [(s, _built_on_cpu(s)) for s in r.steps]
+    found = [(op, made) for _, pairs in per_step for op, made in pairs]
+    if not found:
+        return []
+    copy_ops = {id(op) for op, _ in found}
+
+    def spans(step: Step):
+        items = [o for op, made in _built_on_cpu(step) for o in (op, *made)]
+        return spans_of(items)
+
+    def drop(keep: float):
+        cut = cut_cpu(spans, keep, gpu_keep=0.0)
+
+        def edit(s):
+            events, tail = cut(s)
+            return [e for e in events if e.call is None or e.call.launcher is None
+                    or id(e.call.launcher) not in copy_ops], tail
+        return edit
+
+    saving = r.replay.saving(drop(0.0), [drop(0.1)])
+    makers = Counter(o.name for _, made in found for o in made)
+    copied = [w for s in r.steps for w in s.gpu if w.kind == "memcpy" and w.launch is not None
+              and w.launch.launcher is not None and id(w.launch.launcher) in copy_ops]
+    nbytes = sum((w.comm_args or {}).get("bytes", 0) or 0 for w in copied)
+    size = f" ({megabytes(r.per_step(nbytes))} a step)" if nbytes else ""
+    evidence = (f"{times(r.per_step(len(found)))} a step a tensor made on the CPU by "
+                f"{', '.join(n for n, _ in makers.most_common(4))} and copied to the GPU{size}")
+    change = "build it once, on the GPU, before the loop: pos = make_positions(..., device='cuda') (or a buffer)"
+    return [Finding("cpu-built-tensor", "tensors built on the CPU and copied every step", evidence, change, saving,
+                    r.step_us, r.basis("the making, its copy and any wait for the copy removed"),
+                    source_of(cpu_built_tensor),
+                    where=where_of(op for op, _ in found), count_per_step=r.per_step(len(found)))]
+
+
+RULES = (pageable_copy, sync, dataloader, cpu_built_tensor)

@@ -1,0 +1,139 @@
+"""Launches the step need not make: a Python loop issuing the same few tiny kernels once per row, and a step whose
+GPU waits for launches that CUDA graphs (or a larger batch) would make once.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from trace_report.advice.common import DATALOADER, Reading, cpu_only_saving, source_of, times, us, where_of
+from trace_report.advice.findings import Finding
+from trace_report.advice.replay import cut_cpu, spans_of
+from trace_report.model import CpuOp, Step
+
+LOOP_MIN = 16  # iterations of one body a loop needs to be called one
+INDEXING = ("aten::select", "aten::unbind")  # how a Python loop takes its row: x[i], for row in x
+# One vectorised op keeps this share of the loop's CPU and GPU time, least and most.
+VECTOR_CPU_KEEP = (0.02, 0.15)
+VECTOR_GPU_KEEP = (0.05, 0.5)
+
+
+def _loops(step: Step) -> list[tuple[list[CpuOp], int]]:
+    """Each run of at least LOOP_MIN iterations of the same ops on one thread, each iteration starting with an
+    indexing op (`aten::select`: `x[i]`): the loop's top-level ops and its iteration count."""
+    by_thread: dict[tuple, list[CpuOp]] = {}
+    for op in step.ops:
+        if not op.is_label and not any(box.startswith("aten::") for box in op.path):
+            by_thread.setdefault((op.pid, op.tid), []).append(op)
+    found = []
+    for ops in by_thread.values():
+        ops.sort(key=lambda o: o.ts)
+        starts = [i for i, op in enumerate(ops) if op.name in INDEXING]
+        # iteration k runs from starts[k] to starts[k + 1]; the last one is as long as the one before it
+        bodies = [tuple(o.name for o in ops[a:b]) for a, b in zip(starts, starts[1:])]
+        k = 0
+        while k < len(bodies):
+            end = k
+            while end + 1 < len(bodies) and bodies[end + 1] == bodies[k]:
+                end += 1
+            last = starts[end + 1]
+            tail = ops[last:last + len(bodies[k])]
+            count = end - k + 1
+            if tuple(o.name for o in tail) == bodies[k]:
+                count += 1
+                stop = last + len(bodies[k])
+            else:
+                stop = last
+            if count >= LOOP_MIN:
+                found.append((ops[starts[k]:stop], count))
+            k = end + 1
+    return found
+
+
+def loop_kernels(r: Reading) -> list[Finding]:
+    """A Python loop over a tensor's rows (`for i in range(n): ... x[i] ...`): the same few ops, and their tiny
+    kernels, once per row, and as many autograd nodes in the backward. One vectorised expression (or torch.compile)
+    does the loop's work in a few kernels.
+
+    Sources: torch.profiler's pattern matcher (ForLoopIndexingPattern), the PyTorch performance tuning guide."""
+    per_step = [(s, _loops(s)) for s in r.steps]
+    loops = [(ops, n) for _, found in per_step for ops, n in found]
+    if not loops:
+        return []
+    body_names = {o.name for ops, _ in loops for o in ops}
+
+    def spans(step: Step):
+        items = [o for ops, _ in _loops(step) for o in ops]
+        # the backward's nodes for the loop's ops, on autograd's thread: one per op and row
+        items += [o for o in step.ops if o.name.startswith("autograd::engine::evaluate_function: ")
+                  and any(_backward_of(o.name, name) for name in body_names)]
+        return spans_of(items)
+
+    if r.replay is not None:
+        saving = r.replay.saving(cut_cpu(spans, VECTOR_CPU_KEEP[1], VECTOR_GPU_KEEP[1]),
+                                 [cut_cpu(spans, VECTOR_CPU_KEEP[0], VECTOR_GPU_KEEP[0])])
+        basis = r.basis(f"one vectorised op keeps {VECTOR_CPU_KEEP[0]:.0%}-{VECTOR_CPU_KEEP[1]:.0%} of the loop's CPU "
+                        f"time (forward and backward) and {VECTOR_GPU_KEEP[0]:.0%}-{VECTOR_GPU_KEEP[1]:.0%} of its GPU "
+                        "time")
+    else:
+        saving = cpu_only_saving(r, spans, VECTOR_CPU_KEEP)
+        basis = "the loop's CPU time (forward and backward) on a trace without a GPU lane, a vectorised op keeping " \
+                f"{VECTOR_CPU_KEEP[0]:.0%}-{VECTOR_CPU_KEEP[1]:.0%} of it"
+    ops, n = max(loops, key=lambda item: item[1])
+    body = Counter(o.name for o in ops)
+    kernels = sum(o.launched for ops_, _ in loops for o in ops_) / r.n
+    spent = sum(ops[-1].ts + ops[-1].dur - ops[0].ts for ops, _ in loops) / r.n
+    evidence = (f"a loop of {n} iterations ({times(r.per_step(len(loops)))} a step): "
+                f"{', '.join(f'{name} ×{c // max(1, n)}' for name, c in body.most_common(4))} each, "
+                f"{kernels:,.0f} launches and {us(spent)} of the forward's CPU time a step, and their backward")
+    change = ("one expression over the whole tensor: loss = (w[:, None, None] * (out - y) ** 2).mean() for "
+              "sum(w[i] * F.mse_loss(out[i], y[i]) for i in range(n)); or torch.compile the loop's function")
+    return [Finding("loop-kernels", "a Python loop over rows, a few tiny kernels each", evidence, change, saving,
+                    r.step_us, basis, source_of(loop_kernels), where=where_of(ops),
+                    count_per_step=n * r.per_step(len(loops)))]
+
+
+def _backward_of(node: str, op: str) -> bool:
+    """`autograd::engine::evaluate_function: MseLossBackward0` is the backward of `aten::mse_loss`."""
+    short = op.removeprefix("aten::").replace("_", "").lower()
+    return node.split(": ", 1)[1].lower().startswith(short) if ": " in node else False
+
+
+# A launch-bound step keeps, with CUDA graphs, this share of its CPU issue time, least and most: one graph launch for
+# the captured kernels, the Python and the ops outside the graph left (lesson 07: eager 95-135 µs a forward, the graph
+# 13-20 µs, on an H100).
+GRAPH_CPU_KEEP = (0.1, 0.4)
+
+
+def overhead(r: Reading) -> list[Finding]:
+    """A step the launches pace: the GPU idles between kernels while the CPU issues the next. CUDA graphs issue the
+    whole step in one launch (`torch.compile(mode="reduce-overhead")`, or `torch.cuda.graphs` by hand); a larger batch
+    gives each launch more work.
+
+    Sources: Part 1 of the series (overhead-bound against compute-bound), PyTorch's CUDA graphs documentation, the
+    TensorBoard profiler plugin's recommendation (low GPU utilisation)."""
+    v = r.verdict
+    if v.kind != "overhead-bound" or v.cause not in (None, "launches") or r.replay is None:
+        return []
+    if any(c.is_sync for s in r.steps for c in s.runtime):
+        return []  # a graph cannot hold a synchronisation: the sync's finding comes first
+    if any(DATALOADER in op.name for s in r.steps for op in s.ops):
+        return []  # the batch's making stays outside any graph: dataloader's finding
+
+    def everything(step: Step):
+        return [(step.ts, step.ts + step.dur)]
+
+    saving = r.replay.saving(cut_cpu(everything, GRAPH_CPU_KEEP[1], drop_waits=False),
+                             [cut_cpu(everything, GRAPH_CPU_KEEP[0], drop_waits=False)])
+    launches = sum(len(s.runtime) for s in r.steps) / r.n
+    evidence = (f"{v.kind}: the GPU waited on launches {v.launch_waits or 0} times ({us(v.launch_wait_us or 0)}, "
+                f"{(v.launch_wait_fraction or 0):.0%} of its window); {launches:,.0f} runtime calls a step, the CPU "
+                f"issuing for {us(v.cpu_us_per_step)} against {us(v.gpu_busy_us_per_step or 0)} of GPU work")
+    change = "model = torch.compile(model, mode='reduce-overhead')  # CUDA graphs; or a larger batch per launch"
+    basis = r.basis(f"CUDA graphs keep {GRAPH_CPU_KEEP[0]:.0%}-{GRAPH_CPU_KEEP[1]:.0%} of the step's CPU time (one "
+                    "launch for the captured kernels)")
+    return [Finding("overhead", "the GPU waits for launches", evidence, change, saving, r.step_us, basis,
+                    source_of(overhead), count_per_step=launches)]
+
+
+RULES = (loop_kernels, overhead)

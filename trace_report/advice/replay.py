@@ -1,0 +1,232 @@
+"""What a change would give back: the step replayed as the CPU issued it, before and after the change.
+
+A step's time is not the sum of its parts. The CPU issues work and the GPU runs it behind; a synchronisation makes the
+CPU wait for the GPU to drain, after which the GPU waits for the CPU. So removing 2 ms of CPU work saves 2 ms on a
+step whose GPU waits for the CPU, and nothing on one whose GPU is busy all along; removing a sync saves the time the
+CPU could have spent issuing ahead. This is the method of Daydream (Zhu et al., "Daydream: Accurately Estimating the
+Efficacy of Optimizations for DNN Training", USENIX ATC 2020): build the step's dependency graph from a trace, edit the
+graph as the optimisation would, and simulate both.
+
+Here the graph is the CPU's runtime calls in time order, each with the CPU time before it (the ops between two calls),
+its own time, and the GPU work it launched; the GPU runs that work in launch order, one item after the other, no
+sooner than its launch. A synchronize call (or a copy from pageable memory, which CUDA makes wait for the stream) holds
+the CPU until the GPU has run everything launched before it. Steps repeat: the replay runs the step several times in a
+row and takes the period of the last, so that a CPU which runs ahead of its GPU is seen doing so.
+
+Two things make the saving a range. The profiler slows the CPU's side down (each recorded op costs more): the replay
+runs once with the CPU as recorded and once with it faster by the largest slowdown measured for the trace's recording
+options (profiler_costs.py), since the change will run without the profiler. And each rule says how sure it is of the
+change's effect on the work it edits (a TF32 GEMM 3 to 8 times faster, say): each edit comes as (low, high) variants.
+
+The GPU is taken as one queue: work on several streams that overlaps (collectives beside compute, a side stream's
+copies) is not replayed as overlapping, so a trace whose GPU work overlaps itself by more than OVERLAP_SHARE is not
+replayed (`Replay.serial` False), and the rules weigh their findings by simpler bounds there.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, replace
+from typing import Callable, Iterable
+
+from trace_report.model import RuntimeCall, Step, Trace
+from trace_report.timeline import busy_time, union
+
+REPEATS = 4  # steps replayed in a row: the last one's period is the step's
+OVERLAP_SHARE = 0.15  # GPU work summed over its busy time above 1 + this: streams overlap, the replay does not hold
+SYNC_OWN_US = 5.0  # a synchronize call's own CPU cost, the rest of its duration being the wait
+MIN_LAUNCH_LATENCY_US = 1.0  # the soonest a launched kernel starts after its launch call begins
+PROFILER_SLOWDOWN = (1.0, 2.0)  # the CPU side's slowdown under the profiler when no measured row fits the options
+
+
+@dataclass
+class Event:
+    """One runtime call as the replay sees it."""
+
+    call: RuntimeCall | None  # None for an event a change adds
+    gap: float  # CPU time before it, since the previous call returned (the ops in between)
+    own: float  # the call's own CPU time, its wait left out
+    waits: bool  # the CPU waits here for the GPU to finish what was launched before
+    works: tuple[float, ...]  # the GPU work it launched, µs each, run in this order
+    blocks_on_work: bool = False  # the CPU also waits for its own work (a synchronous copy)
+    ts: float = 0.0  # where the gap starts and the call ends, on the trace's clock (edits by span read them)
+    end: float = 0.0
+
+
+@dataclass
+class StepReplay:
+    """One step's events, and what the trace measured of it."""
+
+    step: Step
+    events: list[Event]
+    tail: float  # CPU time after the last call, to the step's end
+    latency: float  # launch to start on an idle GPU, the least the trace shows
+    measured_us: float  # the step's period as the trace shows it
+
+    def period(self, events: list[Event] | None = None, tail: float | None = None, cpu_scale: float = 1.0) -> float:
+        """The step's period when it runs REPEATS times in a row with `events` (default: as recorded)."""
+        events = self.events if events is None else events
+        tail = self.tail if tail is None else tail
+        cpu = gpu = 0.0
+        ends = []
+        for _ in range(REPEATS):
+            for e in events:
+                cpu += e.gap * cpu_scale
+                start = cpu
+                if e.waits:
+                    cpu = max(cpu, gpu)
+                cpu += e.own * cpu_scale
+                for dur in e.works:
+                    gpu = max(gpu, start + self.latency) + dur
+                if e.blocks_on_work:
+                    cpu = max(cpu, gpu)
+            cpu += tail * cpu_scale
+            ends.append((cpu, gpu))
+        (cpu_a, gpu_a), (cpu_b, gpu_b) = ends[-2], ends[-1]
+        return max(cpu_b - cpu_a, gpu_b - gpu_a)
+
+
+@dataclass
+class Replay:
+    """The trace's steps, replayable; `serial`: the GPU work does not overlap itself (see the module's docstring)."""
+
+    steps: list[StepReplay]
+    serial: bool
+    slowdown: tuple[float, float]  # the CPU's slowdown under the profiler, least and most (profiler_costs.py)
+    measured_us: float = 0.0  # the mean step period as the trace shows it
+    fitted_us: float = 0.0  # the mean step period as the replay gives it, the CPU as recorded
+
+    @property
+    def fits(self) -> bool:
+        """The replay of the steps as recorded comes within 20% of what the trace shows: its savings can be trusted."""
+        return self.serial and self.measured_us > 0 and abs(self.fitted_us - self.measured_us) <= 0.2 * self.measured_us
+
+    def saving(self, edit: Callable[[StepReplay], tuple[list[Event], float]],
+               variants: Iterable[Callable[[StepReplay], tuple[list[Event], float]]] = ()) -> tuple[float, float]:
+        """What `edit` (and its `variants`, other guesses at the same change) gives back per step: (least, most) over
+        the edits and the CPU's speed with and without the profiler, averaged over the steps."""
+        edits = [edit, *variants]
+        results = []
+        for scale in {1.0, 1.0 / self.slowdown[1]}:
+            for one in edits:
+                total = 0.0
+                for s in self.steps:
+                    events, tail = one(s)
+                    total += s.period(cpu_scale=scale) - s.period(events, tail, cpu_scale=scale)
+                results.append(total / len(self.steps))
+        return max(0.0, min(results)), max(0.0, max(results))
+
+
+def replay(trace: Trace, slowdown: tuple[float, float] = PROFILER_SLOWDOWN) -> Replay | None:
+    """The trace's steps as a Replay; None without a GPU lane or a CPU side to replay."""
+    if not trace.has_gpu or not any(s.runtime for s in trace.steps):
+        return None
+    steps = [_step(s) for s in trace.steps if s.runtime]
+    lane = [w for s in trace.steps for w in s.gpu]
+    busy = busy_time(lane)
+    serial = busy > 0 and sum(w.dur for w in lane) <= (1 + OVERLAP_SHARE) * busy
+    measured = sum(s.measured_us for s in steps) / len(steps)
+    fitted = sum(s.period() for s in steps) / len(steps)
+    return Replay(steps, serial, slowdown, measured, fitted)
+
+
+def _step(step: Step) -> StepReplay:
+    calls = sorted(step.runtime, key=lambda c: c.ts)
+    works: dict[int, list] = {}
+    lags = []
+    for w in step.gpu:
+        if w.launch is not None:
+            works.setdefault(id(w.launch), []).append(w)
+            lags.append(w.ts - w.launch.ts)
+    events = []
+    cpu_end = step.ts
+    for call in calls:
+        launched = sorted(works.get(id(call), ()), key=lambda w: w.ts)
+        synchronous = is_blocking_copy(call, launched)
+        waits = call.is_sync or synchronous
+        own = min(call.dur, SYNC_OWN_US) if waits else call.dur
+        gap = max(0.0, call.ts - cpu_end)
+        events.append(Event(call, gap, own, waits, tuple(w.dur for w in launched), synchronous, cpu_end, call.end))
+        cpu_end = max(cpu_end, call.end)
+    tail = max(0.0, step.ts + step.dur - cpu_end)
+    latency = max(MIN_LAUNCH_LATENCY_US, min(lags, default=MIN_LAUNCH_LATENCY_US))
+    gpu_span = (max(w.end for w in step.gpu) - min(w.ts for w in step.gpu)) if step.gpu else 0.0
+    measured = max(step.dur, busy_time(step.gpu) if step.gpu else 0.0, 0.0 if gpu_span <= step.dur else step.dur)
+    return StepReplay(step, events, tail, latency, measured)
+
+
+def is_blocking_copy(call: RuntimeCall, launched: list) -> bool:
+    """A copy the CPU waits for: CUDA's own synchronous copies (cudaMemcpy, not Async), and any copy to or from
+    pageable memory, which CUDA stages through a pinned buffer of its own after waiting for the stream (CUDA Runtime
+    API, "API synchronization behavior")."""
+    if "Memcpy" not in call.name:
+        return False
+    if "Async" not in call.name and "Peer" not in call.name:
+        return True
+    return any(w.kind == "memcpy" and "Pageable" in w.name for w in launched)
+
+
+# --- edits: what a change does to a step's events, for Replay.saving ------------------------------------------------
+
+
+def spans_of(items: Iterable) -> list[tuple[float, float]]:
+    """The merged spans of ops or calls (anything with ts and dur)."""
+    return union((i.ts, i.ts + i.dur) for i in items)
+
+
+def _overlap(a: float, b: float, spans: list[tuple[float, float]], ends: list[float]) -> float:
+    """How much of [a, b] the spans (sorted, disjoint; `ends`: their ends) cover."""
+    total = 0.0
+    i = bisect.bisect_left(ends, a)
+    while i < len(spans) and spans[i][0] < b:
+        total += max(0.0, min(b, spans[i][1]) - max(a, spans[i][0]))
+        i += 1
+    return total
+
+
+def _inside(t: float, spans: list[tuple[float, float]], ends: list[float]) -> bool:
+    i = bisect.bisect_left(ends, t)
+    return i < len(spans) and spans[i][0] <= t
+
+
+def cut_cpu(spans_by_step: Callable[[Step], list[tuple[float, float]]], keep: float,
+            gpu_keep: float | None = None, drop_waits: bool = True) -> Callable[[StepReplay], tuple[list[Event], float]]:
+    """An edit that keeps `keep` of the CPU time inside the spans (the ops a change makes cheaper), `gpu_keep` of the
+    GPU work launched from calls inside them (None: as it was), and no wait of a call inside them (`drop_waits`)."""
+
+    def edit(s: StepReplay) -> tuple[list[Event], float]:
+        spans = union(spans_by_step(s.step))
+        if not spans:
+            return s.events, s.tail
+        ends = [b for _, b in spans]
+        out = []
+        for e in s.events:
+            cut = _overlap(e.ts, e.call.ts if e.call else e.end, spans, ends) * (1 - keep)
+            gap = max(0.0, e.gap - cut)
+            if e.call is not None and _inside(e.call.ts, spans, ends):
+                works = e.works if gpu_keep is None else tuple(d * gpu_keep for d in e.works)
+                e = replace(e, gap=gap, own=e.own * keep, works=works, waits=e.waits and not drop_waits,
+                            blocks_on_work=e.blocks_on_work and not drop_waits)
+            else:
+                e = replace(e, gap=gap)
+            out.append(e)
+        last = s.events[-1].end if s.events else s.step.ts
+        tail = max(0.0, s.tail - _overlap(last, s.step.ts + s.step.dur, spans, ends) * (1 - keep))
+        return out, tail
+
+    return edit
+
+
+def edit_events(change: Callable[[Event], Event | None]) -> Callable[[StepReplay], tuple[list[Event], float]]:
+    """An edit of each event alone: `change` returns the event as the change leaves it, or None to drop it (its gap
+    goes with it: the ops before a dropped call were there to make it)."""
+
+    def edit(s: StepReplay) -> tuple[list[Event], float]:
+        out = []
+        for e in s.events:
+            changed = change(e)
+            if changed is not None:
+                out.append(changed)
+        return out, s.tail
+
+    return edit
