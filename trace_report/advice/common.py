@@ -10,6 +10,7 @@ from functools import cached_property
 from trace_report.advice.replay import PROFILER_SLOWDOWN, Replay, replay
 from trace_report.model import CpuOp, RuntimeCall, Step, Trace
 from trace_report.pace import Verdict, _us
+from trace_report.observer import UNPROFILED_KEY, Unprofiled
 from trace_report.profiler_costs import MEASURED
 from trace_report.timeline import union
 
@@ -37,8 +38,15 @@ class Reading:
 
     @cached_property
     def slowdown(self) -> tuple[float, float]:
-        """How much slower the CPU's side ran under the profiler, least and most, by the rows measured with the trace's
-        options or fewer (profiler_costs.MEASURED); PROFILER_SLOWDOWN where none fits."""
+        """How much slower the CPU's side ran under the profiler, least and most: measured, where the trace holds its
+        step timed without the profiler (the lessons write it) and no step synchronizes (a held step's issue time is
+        then the hold's); else by the rows measured with the trace's options or fewer (profiler_costs.MEASURED);
+        PROFILER_SLOWDOWN where none fits."""
+        unprofiled = Unprofiled.from_dict(self.trace.meta.get(UNPROFILED_KEY))
+        synced = any(c.is_sync for s in self.steps for c in s.runtime)
+        if unprofiled is not None and unprofiled.cpu_issue_us_per_step > 0 and not synced:
+            measured = max(1.0, self.verdict.cpu_us_per_step / unprofiled.cpu_issue_us_per_step)
+            return measured, measured
         rows = [r for r in MEASURED if r.options <= self.options]
         if not rows:
             return PROFILER_SLOWDOWN
@@ -75,8 +83,11 @@ class Reading:
         fit = (f"the replay gives {_us(r.fitted_us)} for the trace's {_us(r.measured_us)} step" if r is not None
                else "no replay")
         low, high = self.slowdown
-        return (f"{what}; the step replayed with the change and without ({fit}), the CPU as recorded and "
-                f"{high:.1f}× faster (the profiler's cost on steps recorded like this one)")
+        if low == high:
+            cpu = f"the CPU {high:.1f}× faster, as the step timed without the profiler ran"
+        else:
+            cpu = f"the CPU as recorded and {high:.1f}× faster (the profiler's cost on steps recorded like this one)"
+        return f"{what}; the step replayed with the change and without ({fit}), {cpu}"
 
 
 def in_loader(op: CpuOp) -> bool:

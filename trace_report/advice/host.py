@@ -87,10 +87,10 @@ def pageable_copy(r: Reading) -> list[Finding]:
             if e.call is None:
                 return e
             if id(e.call) in copy_calls:
-                works = tuple(d * factor for d in e.works)
+                work = e.work * factor
                 if id(e.call) in reads:  # the host reads what it copies back: it still waits, for less
-                    return replace(e, works=works)
-                return replace(e, waits=False, blocks_on_work=False, own=min(e.own, 10.0), works=works)
+                    return replace(e, work=work)
+                return replace(e, waits=False, blocks_on_work=False, own=min(e.own, 10.0), work=work)
             if id(e.call) in syncs:
                 return replace(e, waits=False)
             return e

@@ -8,7 +8,7 @@ from collections import Counter
 
 from trace_report.advice.common import DATALOADER, Reading, cpu_only_saving, source_of, times, us, where_of
 from trace_report.advice.findings import Finding
-from trace_report.advice.replay import cut_cpu, spans_of
+from trace_report.advice.replay import cut_cpu, scaled_saving, spans_of
 from trace_report.model import CpuOp, Step
 
 LOOP_MIN = 16  # iterations of one body a loop needs to be called one
@@ -103,6 +103,7 @@ def _backward_of(node: str, op: str) -> bool:
 # the captured kernels, the Python and the ops outside the graph left (lesson 07: eager 95-135 µs a forward, the graph
 # 13-20 µs, on an H100).
 GRAPH_CPU_KEEP = (0.1, 0.4)
+GRAPHED_SHARE = 0.5  # a step with this share of its GPU work in graph replays is graphed already
 
 
 def overhead(r: Reading) -> list[Finding]:
@@ -115,16 +116,14 @@ def overhead(r: Reading) -> list[Finding]:
     v = r.verdict
     if v.kind != "overhead-bound" or v.cause not in (None, "launches") or r.replay is None:
         return []
+    if (v.graph_share or 0.0) >= GRAPHED_SHARE:
+        return []  # already replayed from CUDA graphs: what is left is the host's work around the replays
     if any(c.is_sync for s in r.steps for c in s.runtime):
         return []  # a graph cannot hold a synchronisation: the sync's finding comes first
     if any(DATALOADER in op.name for s in r.steps for op in s.ops):
         return []  # the batch's making stays outside any graph: dataloader's finding
 
-    def everything(step: Step):
-        return [(step.ts, step.ts + step.dur)]
-
-    saving = r.replay.saving(cut_cpu(everything, GRAPH_CPU_KEEP[1], drop_waits=False),
-                             [cut_cpu(everything, GRAPH_CPU_KEEP[0], drop_waits=False)])
+    saving = scaled_saving(r.replay, GRAPH_CPU_KEEP)
     launches = sum(len(s.runtime) for s in r.steps) / r.n
     evidence = (f"{v.kind}: the GPU waited on launches {v.launch_waits or 0} times ({us(v.launch_wait_us or 0)}, "
                 f"{(v.launch_wait_fraction or 0):.0%} of its window); {launches:,.0f} runtime calls a step, the CPU "

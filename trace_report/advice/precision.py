@@ -75,8 +75,7 @@ def fp32_matmul(r: Reading) -> list[Finding]:
             launched = by_call.get(id(e.call), []) if e.call is not None else []
             if not any(id(w) in ids for w in launched):
                 return e
-            ordered = sorted(launched, key=lambda w: w.ts)
-            return replace(e, works=tuple(w.dur * (factor if id(w) in ids else 1.0) for w in ordered))
+            return replace(e, work=sum(w.dur * (factor if id(w) in ids else 1.0) for w in launched))
         return edit_events(change)
 
     if r.replay is not None:

@@ -26,20 +26,20 @@ replayed (`Replay.serial` False), and the rules weigh their findings by simpler 
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable
 
 from trace_report.model import RuntimeCall, Step, Trace
 from trace_report.timeline import busy_time, union
 
-REPEATS = 4  # steps replayed in a row: the last one's period is the step's
+REPEATS = 3  # steps replayed in a row: the last one's period is the step's (the first fills the queue)
 OVERLAP_SHARE = 0.15  # GPU work summed over its busy time above 1 + this: streams overlap, the replay does not hold
 SYNC_OWN_US = 5.0  # a synchronize call's own CPU cost, the rest of its duration being the wait
 MIN_LAUNCH_LATENCY_US = 1.0  # the soonest a launched kernel starts after its launch call begins
 PROFILER_SLOWDOWN = (1.0, 2.0)  # the CPU side's slowdown under the profiler when no measured row fits the options
 
 
-@dataclass
+@dataclass(slots=True)
 class Event:
     """One runtime call as the replay sees it."""
 
@@ -47,7 +47,7 @@ class Event:
     gap: float  # CPU time before it, since the previous call returned (the ops in between)
     own: float  # the call's own CPU time, its wait left out
     waits: bool  # the CPU waits here for the GPU to finish what was launched before
-    works: tuple[float, ...]  # the GPU work it launched, µs each, run in this order
+    work: float  # the GPU work it launched, µs in all (run back to back, as the GPU takes one launch's work)
     blocks_on_work: bool = False  # the CPU also waits for its own work (a synchronous copy)
     ts: float = 0.0  # where the gap starts and the call ends, on the trace's clock (edits by span read them)
     end: float = 0.0
@@ -62,24 +62,30 @@ class StepReplay:
     tail: float  # CPU time after the last call, to the step's end
     latency: float  # launch to start on an idle GPU, the least the trace shows
     measured_us: float  # the step's period as the trace shows it
+    _periods: dict = field(default_factory=dict)  # cpu_scale -> the period as recorded
 
     def period(self, events: list[Event] | None = None, tail: float | None = None, cpu_scale: float = 1.0) -> float:
         """The step's period when it runs REPEATS times in a row with `events` (default: as recorded)."""
-        events = self.events if events is None else events
+        if events is None and tail is None:
+            known = self._periods.get(cpu_scale)
+            if known is None:
+                known = self._periods[cpu_scale] = self.period(self.events, self.tail, cpu_scale)
+            return known
         tail = self.tail if tail is None else tail
+        latency = self.latency
         cpu = gpu = 0.0
         ends = []
         for _ in range(REPEATS):
             for e in events:
                 cpu += e.gap * cpu_scale
                 start = cpu
-                if e.waits:
-                    cpu = max(cpu, gpu)
+                if e.waits and gpu > cpu:
+                    cpu = gpu
                 cpu += e.own * cpu_scale
-                for dur in e.works:
-                    gpu = max(gpu, start + self.latency) + dur
-                if e.blocks_on_work:
-                    cpu = max(cpu, gpu)
+                if e.work:
+                    gpu = (gpu if gpu > start + latency else start + latency) + e.work
+                if e.blocks_on_work and gpu > cpu:
+                    cpu = gpu
             cpu += tail * cpu_scale
             ends.append((cpu, gpu))
         (cpu_a, gpu_a), (cpu_b, gpu_b) = ends[-2], ends[-1]
@@ -107,7 +113,7 @@ class Replay:
         the edits and the CPU's speed with and without the profiler, averaged over the steps."""
         edits = [edit, *variants]
         results = []
-        for scale in {1.0, 1.0 / self.slowdown[1]}:
+        for scale in {1.0 / self.slowdown[0], 1.0 / self.slowdown[1]}:
             for one in edits:
                 total = 0.0
                 for s in self.steps:
@@ -115,6 +121,17 @@ class Replay:
                     total += s.period(cpu_scale=scale) - s.period(events, tail, cpu_scale=scale)
                 results.append(total / len(self.steps))
         return max(0.0, min(results)), max(0.0, max(results))
+
+
+def scaled_saving(r: Replay, keep: tuple[float, float]) -> tuple[float, float]:
+    """What keeping `keep` (least, most) of all the step's CPU time gives back (CUDA graphs, a compiled step): the
+    replay with the CPU that much faster, the waits kept."""
+    results = []
+    for scale in {1.0 / r.slowdown[0], 1.0 / r.slowdown[1]}:
+        for k in keep:
+            results.append(sum(s.period(cpu_scale=scale) - s.period(s.events, s.tail, scale * k) for s in r.steps)
+                           / len(r.steps))
+    return max(0.0, min(results)), max(0.0, max(results))
 
 
 def replay(trace: Trace, slowdown: tuple[float, float] = PROFILER_SLOWDOWN) -> Replay | None:
@@ -146,7 +163,7 @@ def _step(step: Step) -> StepReplay:
         waits = call.is_sync or synchronous
         own = min(call.dur, SYNC_OWN_US) if waits else call.dur
         gap = max(0.0, call.ts - cpu_end)
-        events.append(Event(call, gap, own, waits, tuple(w.dur for w in launched), synchronous, cpu_end, call.end))
+        events.append(Event(call, gap, own, waits, sum(w.dur for w in launched), synchronous, cpu_end, call.end))
         cpu_end = max(cpu_end, call.end)
     tail = max(0.0, step.ts + step.dur - cpu_end)
     latency = max(MIN_LAUNCH_LATENCY_US, min(lags, default=MIN_LAUNCH_LATENCY_US))
@@ -204,10 +221,10 @@ def cut_cpu(spans_by_step: Callable[[Step], list[tuple[float, float]]], keep: fl
             cut = _overlap(e.ts, e.call.ts if e.call else e.end, spans, ends) * (1 - keep)
             gap = max(0.0, e.gap - cut)
             if e.call is not None and _inside(e.call.ts, spans, ends):
-                works = e.works if gpu_keep is None else tuple(d * gpu_keep for d in e.works)
-                e = replace(e, gap=gap, own=e.own * keep, works=works, waits=e.waits and not drop_waits,
+                work = e.work if gpu_keep is None else e.work * gpu_keep
+                e = replace(e, gap=gap, own=e.own * keep, work=work, waits=e.waits and not drop_waits,
                             blocks_on_work=e.blocks_on_work and not drop_waits)
-            else:
+            elif cut:
                 e = replace(e, gap=gap)
             out.append(e)
         last = s.events[-1].end if s.events else s.step.ts

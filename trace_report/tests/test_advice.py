@@ -1,0 +1,159 @@
+"""What to change: each rule of trace_report/advice on real traces that have its pattern (it fires, names the evidence
+and a saving that fits the trace) and on traces of the same kind of step without it (silent); the verdict's cause;
+the advice in --json, in the printed report and from Python."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import trace_report
+from trace_report.tests.support import FIXTURES, H200_EAGER, run_report
+
+WORLD = FIXTURES / "world"
+H200 = FIXTURES / "h200" / "traces"
+# A 2021 ResNet-50 training step on a V100 (torch 1.9): a DataLoader without workers, pageable copies of the batch,
+# SGD one tensor at a time, zero_grad(set_to_none=False), fp32 convolutions: the habits of its day, all in one step.
+V100_RESNET = WORLD / "v100_resnet50_2021_step6.json.gz"
+FP32_GEMM = H200 / "01_matmul_add" / "4096_fp32_cold_eager.json.gz"
+BF16_GEMM = H200 / "01_matmul_add" / "4096_bf16_cold_eager.json.gz"
+TINY_GEMM = H200 / "01_matmul_add" / "64_bf16_cold_eager.json.gz"
+ADAMW_FOREACH = H200 / "06_train_mlp" / "64_128_768_3072_adamw_eager.json.gz"
+ADAMW_FUSED = H200 / "06_train_mlp" / "64_128_768_3072_fused_adamw-fused_eager.json.gz"
+GRAPHED_DECODE = H200 / "07_decode_mlp" / "8_1_768_3072_16fwd_graph_eager.json.gz"
+EXPLICIT_SYNCS = WORLD / "b300_sm103_moe_microbench.json.gz"
+TINY_LLAMA_TRAIN = FIXTURES / "h100" / "traces" / "profile_model" / "tiny-llama_4_256_train_shapes_eager.json.gz"
+LLAMA_COMPILED = FIXTURES / "h100" / "traces" / "profile_model" / "llama-1b_4_256_shapes_compile.json.gz"
+CPU_RANDN_TOY = WORLD / "mi250_minitoy_train_hta.json.gz"  # a toy that makes its input with randn on the CPU
+
+
+@pytest.fixture(scope="module")
+def v100():
+    return trace_report.read(V100_RESNET)
+
+
+def _rules(path) -> list[str]:
+    return trace_report.read(path).advice.rules
+
+
+# --- each rule: fires on its pattern, silent without it -----------------------------------------------------------
+
+
+def test_the_2021_resnet_step_shows_each_habit_of_its_day(v100):
+    rules = v100.advice.rules
+    for rule in ("dataloader", "single-tensor-optimizer", "zero-grad", "pageable-copy", "fp32-matmul"):
+        assert rule in rules, (rule, rules)
+    loader = v100.advice.finding("dataloader")
+    assert "_SingleProcessDataLoaderIter.__next__" in loader.evidence
+    assert "num_workers" in loader.change
+    optimizer = v100.advice.finding("single-tensor-optimizer")
+    assert "SGD" in optimizer.evidence and "fused=True" in optimizer.change
+    copies = v100.advice.finding("pageable-copy")
+    assert "Pageable" in copies.evidence and "pin_memory=True" in copies.change and "non_blocking=True" in copies.change
+
+
+def test_volta_is_told_fp16_autocast_not_tf32(v100):
+    finding = v100.advice.finding("fp32-matmul")
+    assert "float16" in finding.change and "tf32" not in finding.change.lower()
+
+
+def test_no_saving_exceeds_what_the_step_holds(v100):
+    for finding in v100.advice:
+        low, high = finding.saving_us
+        assert 0 <= low <= high <= v100.advice.step_us, finding.rule
+        spent = {"zero-grad": 4.54e3, "pageable-copy": 1.95e3}.get(finding.rule)
+        if spent is not None:  # the time the pattern itself takes bounds its low end: no promise above it
+            assert low <= spent * 1.05, (finding.rule, low)
+
+
+def test_a_batch_copied_from_a_dataloader_is_no_constant_built_on_the_cpu(v100):
+    assert v100.advice.finding("cpu-built-tensor") is None
+
+
+def test_a_tensor_made_with_randn_on_the_cpu_every_step_is_found():
+    finding = trace_report.read(CPU_RANDN_TOY).advice.finding("cpu-built-tensor")
+    assert finding is not None and "aten::randn" in finding.evidence
+
+
+def test_fp32_gemms_are_told_tf32_and_bf16_ones_are_not():
+    report = trace_report.read(FP32_GEMM)
+    finding = report.advice.finding("fp32-matmul")
+    assert finding is not None and "allow_tf32" in finding.change
+    gemm_us = sum(w.dur for s in report.trace.steps for w in s.gemms) / len(report.trace.steps)
+    low, high = finding.saving_us
+    # TF32 at 495 against fp32's 67 TFLOP/s on an H200: the GEMM keeps 13-34% of its time, as the basis says
+    assert 0.5 * gemm_us < low <= high < gemm_us
+    assert "fp32-matmul" not in _rules(BF16_GEMM)
+
+
+def test_foreach_and_fused_optimizers_are_left_alone():
+    assert "single-tensor-optimizer" not in _rules(ADAMW_FOREACH)
+    assert "single-tensor-optimizer" not in _rules(ADAMW_FUSED)
+
+
+def test_zero_grad_to_none_is_left_alone():
+    assert "zero-grad" not in _rules(TINY_LLAMA_TRAIN)
+
+
+def test_explicit_synchronize_calls_are_found_with_what_they_cost():
+    advice = trace_report.read(EXPLICIT_SYNCS).advice
+    finding = advice.finding("sync")
+    assert finding is not None and "torch.cuda.synchronize()" in finding.change
+    assert "sync" not in _rules(LLAMA_COMPILED)
+
+
+def test_a_launch_bound_step_is_told_cuda_graphs_and_a_graphed_one_is_not():
+    finding = trace_report.read(TINY_GEMM).advice.finding("overhead")
+    assert finding is not None and "reduce-overhead" in finding.change
+    assert "overhead" not in _rules(BF16_GEMM)  # compute-bound
+    assert "overhead" not in _rules(GRAPHED_DECODE)  # replays CUDA graphs already
+
+
+def test_a_step_with_nothing_worth_changing_says_so_in_one_line():
+    assert trace_report.read(H200_EAGER).advice.findings == []
+    result = run_report(str(H200_EAGER), env={"COLUMNS": "100"})
+    assert result.returncode == 0
+    section = result.stdout.split("What to change", 1)[1].splitlines()
+    assert section[1].strip().startswith("nothing found worth 1% of the step")
+
+
+# --- the verdict names the cause --------------------------------------------------------------------------------
+
+
+def test_the_verdict_counts_the_gpus_idle_time_by_what_it_waited_on(v100):
+    causes = v100.verdict.idle_by_cause_us
+    assert causes.get("pageable copies", 0) > 0 and causes.get("launches", 0) > 0
+    tiny = trace_report.read(TINY_GEMM).verdict
+    assert tiny.kind == "overhead-bound" and tiny.cause == "launches"
+    assert "waits for launches" in tiny.summary or "waiting for the next launch" in tiny.summary
+
+
+# --- where the reader finds it ------------------------------------------------------------------------------------
+
+
+def test_json_carries_the_advice_rows_ranked():
+    result = run_report(str(V100_RESNET), "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    rows = data["advice"]
+    assert [r["rule"] for r in rows] == trace_report.read(V100_RESNET).advice.rules
+    for row in rows:
+        assert set(row) >= {"rule", "evidence", "change", "saving_us", "share_of_step", "basis", "source"}
+        assert row["source"], row["rule"]  # every rule says where its idea comes from
+    middles = [sum(r["saving_us"]) / 2 for r in rows]
+    assert middles == sorted(middles, reverse=True)
+    assert "with_stack=True" in " ".join(data["advice_missing"])
+    assert data["verdict"]["idle_by_cause_us"]["pageable copies"] > 0
+
+
+def test_the_report_shows_the_top_findings_right_after_the_verdict():
+    result = run_report(str(V100_RESNET), env={"COLUMNS": "100"})
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    verdict_at = next(i for i, line in enumerate(lines) if line.startswith("verdict:"))
+    advice_at = next(i for i, line in enumerate(lines) if line.startswith("What to change"))
+    assert 0 < advice_at - verdict_at <= 4 and advice_at < 60  # the first screen
+    section = lines[advice_at:advice_at + 25]
+    assert any("change: DataLoader(" in line for line in section)
+    assert all(len(line) <= 100 for line in section)
