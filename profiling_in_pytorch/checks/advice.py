@@ -14,10 +14,7 @@ from trace_report.pace import _us
 
 from profiling_in_pytorch.checks.base import Expectation, Outcome
 
-__all__ = ["rule_found", "rule_silent", "advice_of", "ONLY_A_GPU"]
-
-ONLY_A_GPU = ("a CPU trace has no copies between host and device, no GPU to wait for and no tensor cores: the rules "
-              "that read those see nothing there; run it on a GPU")
+__all__ = ["rule_found", "rule_silent", "advice_of"]
 
 _cache: dict[int, tuple[Trace, object]] = {}
 

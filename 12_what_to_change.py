@@ -1,0 +1,368 @@
+"""Lesson 12: what to change. A training step written the way a first one usually is, its trace read by trace-report's
+advice, and each change the advice names made and timed.
+
+The lessons so far asked what a trace shows. This one asks what to do about it. The step below trains a stack of MLP
+blocks (Linear → GELU → Linear, with a residual) in fp32 with AdamW, and it carries eight habits, each named after
+the advice's rule that finds it:
+
+    dataloader               a DataLoader with num_workers=0: each sample is made on the CPU, inside the step
+    pageable-copy            x.to(device) from pageable memory: the CPU waits for every copy
+    sync                     running_loss += loss.item(): the CPU waits for the GPU, every step
+    fp32-matmul              fp32 GEMMs on the GPU's CUDA cores, not its tensor cores (TF32)
+    single-tensor-optimizer  AdamW(foreach=False): a dozen small ops per weight tensor, tensor after tensor
+    zero-grad                zero_grad(set_to_none=False): a write of every gradient, then the backward adds to it
+    cpu-built-tensor         a position table built with torch on the CPU, copied to the GPU every step
+    loop-kernels             the loss as a Python loop over the batch's rows: a few tiny kernels per row
+
+`--fix NAME,NAME` (or `--fix all`) fixes some of them; the step shows each fix as a diff beside its habit. The lesson
+guesses which rules the advice should find (the planted habits) and which it must not (the fixed ones), profiles five
+steps as the posts do, prints the advice and checks the guesses. Then it does what the advice says, one change at a
+time: for each finding it builds the step with that one fix added, times it without the profiler against the step
+without it, and weighs the saving measured against the range the advice predicted (✓ inside it, or within 25% of its
+nearest end). The first finding should be the change that saves the most alone. Last, every fix at once, beside the
+sum of the predictions: savings do not add (a step that no longer waits on its data may now wait on its launches).
+
+On a CPU the trace shows what a CPU does: the loss's loop and its ops row by row, the optimizer's loop over tensors,
+zero_grad's fills, the batch made inside the step (the op table lists them all). The advice weighs fewer of them
+there. A CPU trace has no copy between host and device, no GPU to wait for and no tensor cores, and what the advice
+finds through those (pageable-copy, sync, fp32-matmul, cpu-built-tensor, and dataloader, which it weighs by replaying
+the GPU's work against the CPU's) needs a GPU's trace. On a CPU the lesson guesses only what the advice finds in a CPU
+trace, and says why not for the rest. And the machine decides what a fix is worth: on 2 cores a batch from a worker
+process cost more to receive than to make (at batch 4, 1.3 ms a step with num_workers=0, 2.5-3.4 ms with 2 workers).
+
+    uv run 12_what_to_change.py                            # the planted step, every finding fixed alone and timed
+    uv run 12_what_to_change.py --fix all                  # the step as it should be written: the advice finds none
+    uv run 12_what_to_change.py --fix dataloader,sync      # two fixed: the advice finds the others
+    uv run 12_what_to_change.py --no_fix_check             # the advice only, nothing timed after the profile
+"""
+
+from trace_report.errors import UsageError, exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
+import argparse
+import math
+import os
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, fields, replace
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.profiler import profile, record_function, schedule
+from torch.utils.data import DataLoader, Dataset
+
+import trace_report
+from profiling_in_pytorch import checks as ex
+from profiling_in_pytorch import lesson
+from profiling_in_pytorch.checks import advice as ax
+from profiling_in_pytorch.lesson import advice as lesson_advice
+from trace_report.advice import print_advice
+from trace_report.cli import positive_int
+from trace_report.pace import _us
+
+# Sizes: on a GPU, large enough that every habit's cost shows; on a CPU, small enough to run in seconds on 2 cores.
+GPU_SIZES = {"batch": 32, "seq": 256, "dim": 1024, "hidden": 4096, "layers": 4}
+CPU_SIZES = {"batch": 16, "seq": 16, "dim": 32, "hidden": 64, "layers": 2}
+WORKERS = min(4, os.cpu_count() or 1)  # the fixed DataLoader's worker processes
+LABELS = ("data", "zero_grad", "forward", "backward", "optimizer")
+
+# Each habit: what it is, its fix (in words), and the fix's part of the trace's file name.
+HABITS = {
+    "dataloader": ("DataLoader(num_workers=0): each batch made on the CPU inside the step",
+                   f"num_workers={WORKERS}, persistent_workers=True", "workers"),
+    "pageable-copy": ("x.to(device) from pageable memory", "pin_memory=True, .to(device, non_blocking=True)", "pinned"),
+    "sync": ("running_loss += loss.item() every step", "running_loss += loss.detach()", "sync"),
+    "fp32-matmul": ("fp32 GEMMs", "TF32 matmuls", "tf32"),
+    "single-tensor-optimizer": ("AdamW(foreach=False): its ops tensor by tensor", "AdamW(fused=True)", "fused"),
+    "zero-grad": ("zero_grad(set_to_none=False) writes zeros", "zero_grad(), set_to_none", "none"),
+    "cpu-built-tensor": ("a position table built on the CPU every step", "built once, on the device", "table"),
+    "loop-kernels": ("the loss as a loop over the batch's rows", "one expression over the batch", "vector"),
+}
+# What the advice finds in the planted step's CPU trace (this lesson's, at its CPU sizes); the others, and why not.
+SEEN_ON_A_CPU = ("single-tensor-optimizer",)
+NOT_ON_A_CPU = {
+    "pageable-copy": "a CPU trace has no copy between host and device",
+    "sync": "no GPU to wait for",
+    "fp32-matmul": "no tensor cores",
+    "cpu-built-tensor": "the advice finds it by its copy to the GPU",
+    "dataloader": "the advice weighs it by replaying the GPU's work against the CPU's",
+    "zero-grad": "its fills are under 1% of the profiled step here, less than the advice reports",
+    "loop-kernels": "the advice does not name this loop in a CPU trace",
+}
+
+
+@dataclass(frozen=True)
+class Fixed:
+    """Which habits the step has fixed (a field per rule, - for _)."""
+
+    dataloader: bool = False
+    pageable_copy: bool = False
+    sync: bool = False
+    fp32_matmul: bool = False
+    single_tensor_optimizer: bool = False
+    zero_grad: bool = False
+    cpu_built_tensor: bool = False
+    loop_kernels: bool = False
+
+    def has(self, rule: str) -> bool:
+        return getattr(self, rule.replace("-", "_"))
+
+    def adding(self, *rules: str) -> "Fixed":
+        return replace(self, **{rule.replace("-", "_"): True for rule in rules})
+
+    @property
+    def rules(self) -> list[str]:
+        return [f.name.replace("_", "-") for f in fields(self) if getattr(self, f.name)]
+
+    @property
+    def tag(self) -> str:
+        """`planted`, `fixed-all` or `fix-sync-tf32`: every set of fixes its own file name."""
+        if not self.rules:
+            return "planted"
+        return "fixed-all" if len(self.rules) == len(HABITS) else "fix-" + "-".join(HABITS[r][2] for r in self.rules)
+
+
+def fixes_flag(text: str) -> tuple[str, ...]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if "all" in names:
+        return tuple(HABITS)
+    unknown = [name for name in names if name not in HABITS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown fix {', '.join(map(repr, unknown)) or repr(text)}: use all or "
+                                         f"some of {','.join(HABITS)}")
+    return tuple(names)
+
+
+class Samples(Dataset):
+    """Samples made when asked for, on the CPU, as a dataset that decodes or augments makes them: a normalised input,
+    its target and the sample's weight in the loss. As good as endless: the lesson never reaches an epoch's end."""
+
+    def __init__(self, seq: int, dim: int):
+        self.seq, self.dim = seq, dim
+
+    def __len__(self):
+        return 1 << 30
+
+    def __getitem__(self, index):
+        generator = torch.Generator().manual_seed(index)
+        x = torch.randn(self.seq, self.dim, generator=generator)
+        x = (x - x.mean(dim=-1, keepdim=True)) / (x.std(dim=-1, keepdim=True) + 1e-5)
+        return x, torch.tanh(x), torch.rand((), generator=generator) + 0.5
+
+
+class Block(nn.Module):
+    def __init__(self, dim: int, hidden: int):
+        super().__init__()
+        self.up, self.down = nn.Linear(dim, hidden), nn.Linear(hidden, dim)
+
+    def forward(self, x):
+        return x + self.down(F.gelu(self.up(x)))
+
+
+def position_table(seq: int, dim: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """The sinusoidal positions of "Attention is all you need", [seq, dim]."""
+    angle = torch.arange(seq, device=device)[:, None] * torch.exp(
+        torch.arange(0, dim, 2, device=device) * (-math.log(10000.0) / dim))
+    return torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(1)
+
+
+@contextmanager
+def tf32_matmuls():
+    """The fp32-matmul fix, set for the fixed step and restored after it: this process times the planted step too.
+    torch from 2.9 spells it fp32_precision = "tf32", and refuses to mix it with allow_tf32 in one process."""
+    matmul = torch.backends.cuda.matmul
+    name, value = ("fp32_precision", "tf32") if hasattr(matmul, "fp32_precision") else ("allow_tf32", True)
+    before = getattr(matmul, name)
+    setattr(matmul, name, value)
+    try:
+        yield
+    finally:
+        setattr(matmul, name, before)
+
+
+def adamw(params, fused: bool) -> torch.optim.Optimizer:
+    if not fused:
+        return torch.optim.AdamW(params, lr=1e-4, foreach=False)   # single-tensor-optimizer: tensor by tensor
+    try:
+        return torch.optim.AdamW(params, lr=1e-4, fused=True)      # fix: one kernel over all the tensors
+    except RuntimeError:  # a torch without fused AdamW on this device: foreach, a kernel per op over all the tensors
+        return torch.optim.AdamW(params, lr=1e-4, foreach=True)
+
+
+class Training:
+    """The training loop, one step per `step()` call, with the habits of `fixed` fixed."""
+
+    def __init__(self, fixed: Fixed, args, device: torch.device):
+        self.fixed, self.device, self.seq, self.dim = fixed, device, args.seq, args.dim
+        torch.manual_seed(0)
+        self.model = nn.Sequential(*[Block(args.dim, args.hidden) for _ in range(args.layers)]).to(device)
+        self.optimizer = adamw(list(self.model.parameters()), fixed.single_tensor_optimizer)
+        workers = WORKERS if fixed.dataloader else 0  # dataloader: 0, every sample made inside the step
+        loader = DataLoader(Samples(args.seq, args.dim), batch_size=args.batch,
+                            num_workers=workers,                   # fix: worker processes make the next batches
+                            persistent_workers=workers > 0, prefetch_factor=2 if workers else None,
+                            pin_memory=fixed.pageable_copy and device.type == "cuda")  # fix: batches in pinned memory
+        self.batches = iter(loader)  # once: the workers start here, never inside a step
+        # cpu-built-tensor's fix: the table made once, on the device
+        self.positions = position_table(args.seq, args.dim, device) if fixed.cpu_built_tensor else None
+        self.running_loss = 0.0
+
+    def step(self):
+        fixed, device = self.fixed, self.device
+        with tf32_matmuls() if fixed.fp32_matmul else nullcontext():  # fp32-matmul: fp32 GEMMs; fix: TF32
+            with record_function("data"):
+                x, y, w = next(self.batches)
+                if not fixed.pageable_copy:
+                    x, y, w = x.to(device), y.to(device), w.to(device)  # pageable-copy: the CPU waits for each
+                else:
+                    x, y, w = (t.to(device, non_blocking=True) for t in (x, y, w))  # fix: pinned, asynchronous
+                if not fixed.cpu_built_tensor:
+                    positions = position_table(self.seq, self.dim).to(device)  # cpu-built-tensor: every step
+                else:
+                    positions = self.positions  # fix: made once, on the device
+            with record_function("zero_grad"):
+                self.optimizer.zero_grad(set_to_none=fixed.zero_grad)  # zero-grad: False writes zeros; fix: True
+            with record_function("forward"):
+                out = self.model(x + positions)
+                if not fixed.loop_kernels:  # loop-kernels: a few ops per row, forward and backward
+                    loss = 0.0
+                    for i in range(len(out)):
+                        loss = loss + w[i] * F.mse_loss(out[i], y[i])
+                    loss = loss / len(out)
+                else:  # fix: the same loss, one expression over the batch
+                    loss = (w * (out - y).pow(2).mean(dim=(1, 2))).mean()
+            with record_function("backward"):
+                loss.backward()
+            with record_function("optimizer"):
+                self.optimizer.step()
+            if not fixed.sync:
+                self.running_loss += loss.item()  # sync: the CPU waits here for the GPU to finish the step
+            else:
+                self.running_loss += loss.detach()  # fix: a tensor on the device, read once after the loop
+
+    def close(self):
+        """The DataLoader's workers go now, not when the garbage collector gets to them."""
+        shutdown = getattr(self.batches, "_shutdown_workers", None)
+        if shutdown is not None:
+            shutdown()
+        self.batches = None
+
+
+def expectations(fixed: Fixed, device_type: str) -> list:
+    shown = HABITS if device_type == "cuda" else SEEN_ON_A_CPU
+    checks = [ex.profiler_steps(), ex.labels_per_step(*LABELS)]
+    checks += [ax.rule_found(rule, HABITS[rule][0]) for rule in shown if not fixed.has(rule)]
+    checks += [ax.rule_silent(rule, HABITS[rule][1]) for rule in shown if fixed.has(rule)]
+    return checks
+
+
+def check_fixes(advice, training: Training, fixed: Fixed, args, device: torch.device) -> None:
+    """Each finding the step planted, fixed alone and timed against the step without it (no profiler); then all."""
+    findings = [f for f in advice.findings if f.rule in HABITS and not fixed.has(f.rule)]
+    if not findings:
+        lesson.console.print("\nno finding of the advice is a habit left to fix: nothing to time")
+        return
+    lesson.console.print(f"\n[bold]Each change alone[/bold] (the step as profiled, then with one more fix; the loop's "
+                         f"period without the profiler, the least of {lesson_advice.ROUNDS} timings each, in turns)")
+    judged = []
+    for finding in findings:
+        after = Training(fixed.adding(finding.rule), args, device)
+        with lesson.console.status(f"timing the step with {finding.rule} fixed, and without it"):
+            before_us, after_us = lesson_advice.measure_saving(training.step, after.step, device)
+        after.close()
+        judged.append(lesson_advice.Judged(finding.rule, *finding.saving_us, before_us, after_us))
+    lesson_advice.print_judged(judged, "predicted saving per step against measured, each fix alone")
+    ok, text = lesson_advice.ranking(findings[0].rule, judged)
+    mark = {True: "[green]✓[/green]", False: "[red]✗[/red]", None: "[dim]–[/dim]"}[ok]
+    lesson.console.print(f"  {mark} the first finding saves the most alone: {text}", soft_wrap=True)
+
+    everything = Fixed().adding(*HABITS)
+    if fixed == everything:
+        return
+    after = Training(everything, args, device)
+    with lesson.console.status("timing the step with every habit fixed, and without"):
+        before_us, after_us = lesson_advice.measure_saving(training.step, after.step, device)
+    after.close()
+    low = sum(j.low_us for j in judged)
+    high = sum(j.high_us for j in judged)
+    saved = before_us - after_us
+    saved_text = f"{_us(saved)} saved" if saved >= 0 else f"{_us(-saved)} slower"
+    lesson.console.print(f"\nevery habit fixed: {_us(before_us)} → {_us(after_us)} a step, {saved_text}; the "
+                         f"findings' predictions add up to {lesson_advice.range_text(low, high)}, but savings do not "
+                         "add: a step that waits on one thing less waits longer on the next", soft_wrap=True)
+
+
+@exits_cleanly
+def main(argv=None):
+    parser = lesson.parser(__file__, __doc__, dtypes=("fp32",))
+    for name, gpu in GPU_SIZES.items():
+        what = lesson.SIZE_HELP.get(name, "MLP blocks stacked, each Linear → GELU → Linear with a residual")
+        parser.add_argument(f"--{name}", type=positive_int, default=None, metavar="N",
+                            help=f"{what} (default: {gpu} on a GPU, {CPU_SIZES[name]} on a CPU)")
+    parser.add_argument("--fix", type=fixes_flag, default=(), metavar="NAME,...|all",
+                        help=f"the habits fixed: all, or some of {', '.join(HABITS)} (default: none)")
+    parser.add_argument("--no_fix_check", action="store_true",
+                        help="print the advice and check it, but time no fix after the profile")
+    args = parser.parse_args(argv)
+    if args.compile:
+        raise UsageError("--compile: this lesson's step is the eager one a first training loop is; compiling it "
+                         "would hide the habits the advice looks for")
+    device = lesson.pick_device(args.device)
+    if device.type == "cpu":
+        # One thread: these ops are too small for a second one to help, and the DataLoader's workers need the cores.
+        # On 2 cores with other work running, the planted step took 1.3-1.4 ms a step with one thread, 1.7-250 ms
+        # with two (their barriers wait for a thread the OS has put aside).
+        torch.set_num_threads(1)
+    for name, value in (GPU_SIZES if device.type == "cuda" else CPU_SIZES).items():
+        setattr(args, name, getattr(args, name) or value)
+    if args.dim % 2:
+        raise UsageError(f"--dim {args.dim}: the position table pairs a sine and a cosine, so --dim must be even")
+    fixed = Fixed().adding(*args.fix)
+    tag = [args.batch, args.seq, args.dim, args.hidden, f"L{args.layers}", fixed.tag]
+    what = f"fixed: {', '.join(fixed.rules)}" if fixed.rules else "every habit planted"
+    run = lesson.setup(__file__, args, label=f"a first training step, {what}", tag=tag, dtypes=("fp32",))
+    # The weights, their gradients and AdamW's two moments, the activations: twice, for the fix check's second step.
+    params = args.layers * (2 * args.dim * args.hidden + args.dim + args.hidden)
+    tokens = args.batch * args.seq
+    lesson.require_memory(run, 2 * 4 * (4 * params + 4 * tokens * args.layers * (args.hidden + args.dim)),
+                          "two training steps")
+
+    training = Training(fixed, args, run.device)
+
+    # Guess first, then look: the habits planted are found, the habits fixed are not.
+    expected = expectations(fixed, run.device.type)
+    lesson.announce(expected, run)
+    if run.device.type != "cuda":
+        why = "; ".join(f"{rule} ({reason})" for rule, reason in NOT_ON_A_CPU.items())
+        lesson.console.print(f"[yellow]not guessed on a CPU:[/yellow] {why}", soft_wrap=True)
+
+    # The step without the profiler first: what the profiled figures and the advice's savings are read against.
+    baseline = lesson.time_unprofiled(training.step, run)
+
+    # The profile, as the posts write it: five steps, the last three recorded. Shapes and stacks on: the advice reads
+    # the GEMMs' dtypes from the shapes and names the line to change from the stacks.
+    with profile(
+        activities=run.activities,
+        schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
+        record_shapes=True,
+        profile_memory=False,
+        with_stack=True,
+    ) as prof:
+        for _ in range(5):
+            training.step()
+            prof.step()
+    lesson.synchronize(run.device)
+
+    lesson.save(prof, run, baseline)  # traces/12_what_to_change/<tag>.json, its op table and a picture of a step
+    advice = trace_report.read(run.trace_path).advice
+    lesson.console.print()
+    print_advice(advice, lesson.console, rows=None)  # every finding whole: the lesson times each of them
+    lesson.check(expected, run)
+
+    if not args.no_fix_check:
+        check_fixes(advice, training, fixed, args, run.device)
+    training.close()
+    lesson.next_steps(run)
+    return 0  # a ✗ is a result of the lesson, not a failure
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,175 @@
+"""Lesson 12, what to change: the lesson run as a user runs it on a CPU (planted, and every habit fixed), its flags, the
+rule a measured saving is weighed by against a predicted range, and what trace-report's advice finds in both traces."""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+from argparse import Namespace
+
+import pytest
+import torch
+from conftest import lesson_marks, requires_cuda, run_script, stderr_lines
+
+import trace_report
+from profiling_in_pytorch.lesson import advice as lesson_advice
+
+SCRIPT = "12_what_to_change.py"
+LESSON = importlib.import_module("12_what_to_change")
+FOLDER = "12_what_to_change"
+SIZES = "{batch}_{seq}_{dim}_{hidden}_L{layers}".format(**LESSON.CPU_SIZES)
+PLANTED = f"{SIZES}_planted_eager_fp32_cpu.json"
+FIXED_ALL = f"{SIZES}_fixed-all_eager_fp32_cpu.json"
+
+
+@pytest.fixture(scope="module")
+def cpu_runs(tmp_path_factory):
+    """The planted step (with its fix check) and the step with every habit fixed, at the lesson's CPU sizes."""
+    folder = tmp_path_factory.mktemp("what_to_change")
+    planted = run_script(SCRIPT, "--device", "cpu", "--trace_dir", str(folder), cwd=folder)
+    fixed = run_script(SCRIPT, "--device", "cpu", "--fix", "all", "--no_fix_check", "--trace_dir", str(folder),
+                       cwd=folder)
+    return folder / FOLDER, planted, fixed
+
+
+# --- the lesson on a CPU --------------------------------------------------------------------------------------
+
+
+def test_the_planted_step_runs_to_the_end_and_writes_its_trace(cpu_runs):
+    folder, planted, _ = cpu_runs
+    assert planted.returncode == 0, planted.stderr
+    assert planted.stderr == "", planted.stderr
+    assert (folder / PLANTED).is_file() and (folder / PLANTED).with_suffix(".txt").is_file()
+    assert "What to change" in planted.stdout
+    assert "Each change alone" in planted.stdout or "nothing to time" in planted.stdout
+    marks = lesson_marks(planted.stdout)
+    assert marks["data, zero_grad, forward, backward and optimizer once per step, in this order"] == "✓"
+
+
+def test_every_habit_fixed_writes_another_file(cpu_runs):
+    folder, _, fixed = cpu_runs
+    assert fixed.returncode == 0, fixed.stderr
+    assert fixed.stderr == "", fixed.stderr
+    assert sorted(p.name for p in folder.glob("*.json")) == sorted([PLANTED, FIXED_ALL])
+    assert "Each change alone" not in fixed.stdout  # --no_fix_check: nothing timed after the profile
+
+
+def test_the_planted_cpu_trace_shows_the_habits_a_cpu_shows(cpu_runs):
+    folder, _, _ = cpu_runs
+    advice = trace_report.read(folder / PLANTED).advice
+    assert set(LESSON.SEEN_ON_A_CPU) <= set(advice.rules), advice.rules
+    for finding in advice.findings:
+        low, high = finding.saving_us
+        assert 0 <= low <= high, finding
+
+
+def test_the_fixed_cpu_trace_shows_none_of_them(cpu_runs):
+    folder, _, _ = cpu_runs
+    advice = trace_report.read(folder / FIXED_ALL).advice
+    assert not set(LESSON.HABITS) & set(advice.rules), advice.rules
+
+
+def test_the_lesson_checks_what_it_guessed(cpu_runs):
+    _, planted, fixed = cpu_runs
+    for result, verb in ((planted, "finds"), (fixed, "is silent on")):
+        marks = lesson_marks(result.stdout)
+        for rule in LESSON.SEEN_ON_A_CPU:
+            title = next(t for t in marks if t.startswith(f"the advice {verb} {rule}:"))
+            assert marks[title] == "✓", (title, result.stdout[-4000:])
+
+
+# --- flags ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--fix", "nonsense"], "unknown fix 'nonsense'"),
+    (["--fix", "sync,tf32"], "unknown fix 'tf32'"),
+    (["--dim", "33"], "must be even"),
+    (["--compile"], "--compile"),
+    (["--batch", "0"], "positive"),
+])
+def test_bad_flags_are_one_line_and_exit_2(args, needle, tmp_path):
+    result = run_script(SCRIPT, "--device", "cpu", *args, "--trace_dir", str(tmp_path))
+    assert result.returncode == 2
+    lines = stderr_lines(result)
+    assert len(lines) == 1 and needle in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_fix_flag_reads_a_list_or_all():
+    assert LESSON.fixes_flag("sync, zero-grad") == ("sync", "zero-grad")
+    assert LESSON.fixes_flag("all") == tuple(LESSON.HABITS)
+    assert LESSON.Fixed().adding("sync", "fp32-matmul").tag == "fix-sync-tf32"
+    assert LESSON.Fixed().tag == "planted"
+    assert LESSON.Fixed().adding(*LESSON.HABITS).tag == "fixed-all"
+
+
+def test_no_two_sets_of_fixes_share_a_file():
+    sets = [c for n in range(len(LESSON.HABITS) + 1) for c in itertools.combinations(LESSON.HABITS, n)]
+    tags = {LESSON.Fixed().adding(*rules).tag for rules in sets}
+    assert len(tags) == len(sets) == 2 ** len(LESSON.HABITS)
+
+
+def test_every_fix_keeps_the_maths():
+    """The same data, the same initial weights, the same loss: the planted step and the fixed one train alike."""
+    args = Namespace(**LESSON.CPU_SIZES)
+    losses = {}
+    for name, fixed in (("planted", LESSON.Fixed()), ("fixed", LESSON.Fixed().adding(*LESSON.HABITS))):
+        training = LESSON.Training(fixed, args, torch.device("cpu"))
+        try:
+            for _ in range(3):
+                training.step()
+        finally:
+            training.close()
+        losses[name] = float(training.running_loss)
+    assert losses["fixed"] == pytest.approx(losses["planted"], rel=1e-5)
+
+
+# --- the rule a measured saving is weighed by -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("saving,ok", [
+    (500, True),     # inside [400, 600]
+    (400, True),     # on an end
+    (300, True),     # 25% below the low end
+    (299, False),
+    (750, True),     # 25% above the high end
+    (751, False),
+    (-10, False),    # slower with the fix
+])
+def test_a_saving_holds_inside_the_range_or_within_25_percent_of_its_nearest_end(saving, ok):
+    assert lesson_advice.holds(saving, 400, 600) is ok
+
+
+def test_a_miss_says_both_numbers_and_which_way():
+    judged = lesson_advice.Judged("sync", 4000, 6200, before_us=10_000, after_us=7200)
+    assert not judged.ok
+    assert judged.reason == "measured 2.80 ms, predicted 4.00–6.20 ms: 30% below the range's low end"
+    slower = lesson_advice.Judged("zero-grad", 10, 20, before_us=100, after_us=130)
+    assert "got slower" in slower.reason and slower.reason.startswith("measured -30.0 µs")
+    assert lesson_advice.Judged("loop-kernels", 10, 20, before_us=100, after_us=85).reason == ""
+
+
+def test_the_ranking_names_the_fix_that_saved_most():
+    a = lesson_advice.Judged("dataloader", 100, 200, before_us=1000, after_us=850)
+    b = lesson_advice.Judged("zero-grad", 10, 20, before_us=1000, after_us=985)
+    assert lesson_advice.ranking("dataloader", [a, b])[0] is True
+    ok, text = lesson_advice.ranking("zero-grad", [b, a])
+    assert ok is False and "dataloader saved the most" in text
+    assert lesson_advice.ranking("dataloader", [a])[0] is None
+
+
+# --- on a GPU -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@requires_cuda
+def test_the_lesson_at_its_default_sizes_on_a_gpu(tmp_path):
+    result = run_script(SCRIPT, "--trace_dir", str(tmp_path), timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert stderr_lines(result) == []
+    trace = next((tmp_path / FOLDER).glob("*_planted_eager_fp32.json"))
+    advice = trace_report.read(trace).advice
+    assert set(LESSON.HABITS) & set(advice.rules), advice.rules
+    assert "Each change alone" in result.stdout
