@@ -12,6 +12,7 @@ from trace_report.advice.replay import cut_cpu, scaled_saving, spans_of
 from trace_report.model import CpuOp, Step
 
 LOOP_MIN = 16  # iterations of one body a loop needs to be called one
+MAX_INDEXING = 4  # tensors an iteration indexes, at most
 INDEXING = ("aten::select", "aten::unbind")  # how a Python loop takes its row: x[i], for row in x
 # One vectorised op keeps this share of the loop's CPU and GPU time, least and most.
 VECTOR_CPU_KEEP = (0.02, 0.15)
@@ -29,24 +30,31 @@ def _loops(step: Step) -> list[tuple[list[CpuOp], int]]:
     for ops in by_thread.values():
         ops.sort(key=lambda o: o.ts)
         starts = [i for i, op in enumerate(ops) if op.name in INDEXING]
-        # iteration k runs from starts[k] to starts[k + 1]; the last one is as long as the one before it
-        bodies = [tuple(o.name for o in ops[a:b]) for a, b in zip(starts, starts[1:])]
-        k = 0
-        while k < len(bodies):
-            end = k
-            while end + 1 < len(bodies) and bodies[end + 1] == bodies[k]:
-                end += 1
-            last = starts[end + 1]
-            tail = ops[last:last + len(bodies[k])]
-            count = end - k + 1
-            if tuple(o.name for o in tail) == bodies[k]:
-                count += 1
-                stop = last + len(bodies[k])
-            else:
-                stop = last
-            if count >= LOOP_MIN:
-                found.append((ops[starts[k]:stop], count))
-            k = end + 1
+        if len(starts) < LOOP_MIN:
+            continue
+        starts.append(len(ops))
+        # An iteration may index several tensors (`f(out[i], y[i])`: two selects): try 1 to MAX_INDEXING selects
+        # per iteration, and keep the period that finds the longest run of alike iterations.
+        best = None
+        for period in range(1, MAX_INDEXING + 1):
+            iters = [(starts[k], starts[k + period]) for k in range(0, len(starts) - period, period)]
+            names = [tuple(o.name for o in ops[a:b]) for a, b in iters]
+            k = 0
+            while k < len(names):
+                end = k
+                while end + 1 < len(names) and names[end + 1] == names[k]:
+                    end += 1
+                count = end - k + 1
+                stop = iters[end][1]
+                after = ops[stop:stop + len(names[k])]  # the last iteration, which no next select closes
+                if end + 1 < len(names) and tuple(o.name for o in after) == names[k]:
+                    count += 1
+                    stop += len(names[k])
+                if count >= LOOP_MIN and (best is None or count > best[1]):
+                    best = (ops[iters[k][0]:stop], count)
+                k = end + 1
+        if best is not None:
+            found.append(best)
     return found
 
 
@@ -83,10 +91,11 @@ def loop_kernels(r: Reading) -> list[Finding]:
     body = Counter(o.name for o in ops)
     kernels = sum(o.launched for ops_, _ in loops for o in ops_) / r.n
     spent = sum(ops[-1].ts + ops[-1].dur - ops[0].ts for ops, _ in loops) / r.n
+    launched = f"{kernels:,.0f} launches and " if kernels else ""
     evidence = (f"a loop of {n} iterations ({times(r.per_step(len(loops)))} a step): "
                 f"{', '.join(f'{name} ×{c // max(1, n)}' for name, c in body.most_common(4))} each, "
-                f"{kernels:,.0f} launches and {us(spent)} of the forward's CPU time a step, and their backward")
-    change = ("one expression over the whole tensor: loss = (w[:, None, None] * (out - y) ** 2).mean() for "
+                f"{launched}{us(spent)} of CPU time a step, and as many autograd nodes in the backward")
+    change = ("one op over all rows instead of x[i] in a loop, e.g. (w[:, None, None] * (out - y) ** 2).mean() for "
               "sum(w[i] * F.mse_loss(out[i], y[i]) for i in range(n)); or torch.compile the loop's function")
     return [Finding("loop-kernels", "a Python loop over rows, a few tiny kernels each", evidence, change, saving,
                     r.step_us, basis, source_of(loop_kernels), where=where_of(ops),

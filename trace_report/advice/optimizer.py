@@ -78,7 +78,8 @@ def single_tensor_optimizer(r: Reading) -> list[Finding]:
     launches = sum(1 for s, b, _ in steps for c in s.runtime if b.ts <= c.ts <= b.ts + b.dur) / len(steps)
     optimizer = box.name.split("#", 1)[1].split(".")[0]
     evidence = (f"{box.name}: {ops:,.0f} ops a step over about {params:,.0f} parameters, one at a time "
-                f"({', '.join(n for n, _ in names.most_common(3))}, ...), {launches:,.0f} launches, {us(spent)}")
+                f"({', '.join(n for n, _ in names.most_common(3))}, ...), "
+                f"{f'{launches:,.0f} launches, ' if launches else ''}{us(spent)}")
     change = f"torch.optim.{optimizer}(params, ..., fused=True) (or foreach=True where fused is not offered)"
     return [Finding("single-tensor-optimizer", "the optimizer updates one tensor at a time", evidence, change, saving,
                     r.step_us, r.basis(f"a fused step keeps {FUSED_CPU_KEEP[0]:.0%}-{FUSED_CPU_KEEP[1]:.0%} of the "
