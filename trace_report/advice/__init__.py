@@ -3,7 +3,7 @@ give back per step as a range, the evidence, and the line of code to paste.
 
     import trace_report
     advice = trace_report.read("train.json").advice      # Advice: findings, largest saving first
-    advice.findings[0].rule, .change, .saving_us, .share_of_step, .basis, .source, .where
+    advice.findings[0].rule, .change, .saving_us, .share_of_step, .basis, .source, .where (its modules)
     advice.finding("sync")                                 # one rule's finding, or None
 
 One module per family of rule, beside the analysis it reads:
@@ -63,7 +63,7 @@ def _missing(r: Reading) -> list[str]:
     if r.trace.has_gpu and not r.has_shapes:
         lacks.append("shapes (record_shapes=True): GEMMs' FLOPs for the fp32 and alignment rules")
     if not r.has_stacks:
-        lacks.append("Python stacks (with_stack=True): the line that makes each pattern")
+        lacks.append("Python stacks (with_stack=True): the module each pattern sits in")
     return lacks
 
 
@@ -81,7 +81,7 @@ def print_advice(advice: Advice, console: Console, *, rows: int | None = BRIEF) 
             console.print(f"  [dim]{escape(head)}[/dim]")
             continue
         console.print(f"  [bold]{escape(head)}[/bold]")
-        for label, text in (("seen", f.evidence), ("change", f.change), ("at", f.where)):
+        for label, text in (("seen", f.evidence), ("change", f.change), ("in", f.where)):
             if text:
                 for line in textwrap.wrap(f"{label}: {text}", width=width, subsequent_indent="  "):
                     console.print(f"    {escape(line)}", highlight=False)

@@ -101,10 +101,11 @@ def launcher_chain(call: RuntimeCall) -> tuple[str, ...]:
 
 
 def where_of(ops) -> str | None:
-    """The Python line that most of `ops` come from, `file.py:42`, when the trace recorded it; else None."""
-    lines = Counter(getattr(op, "source", None) for op in ops)
-    lines.pop(None, None)
-    return lines.most_common(1)[0][0] if lines else None
+    """The modules most of `ops` ran in, outermost first (`Sequential > Block > Linear`), where the trace recorded
+    Python stacks (with_stack=True: CpuOp.modules); else None."""
+    chains = Counter(tuple(getattr(op, "modules", ()) or ()) for op in ops if op is not None)
+    chains.pop((), None)
+    return " > ".join(chains.most_common(1)[0][0]) if chains else None
 
 
 def megabytes(n: float) -> str:
