@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import re
 from argparse import Namespace
 
 import pytest
@@ -41,7 +42,12 @@ def test_the_planted_step_runs_to_the_end_and_writes_its_trace(cpu_runs):
     assert planted.stderr == "", planted.stderr
     assert (folder / PLANTED).is_file() and (folder / PLANTED).with_suffix(".txt").is_file()
     assert "What to change" in planted.stdout
-    assert "Each change alone" in planted.stdout or "nothing to time" in planted.stdout
+    # each habit the advice found, fixed alone and timed: a row of the table, ✓ or ✗; then the ranking
+    assert "Each change alone" in planted.stdout
+    for rule in LESSON.SEEN_ON_A_CPU:
+        assert re.search(rf"│ {rule} +│ +[0-9.,]+–[0-9.,]+ (µs|ms) │.*│ [✓✗] │", planted.stdout), planted.stdout[-3000:]
+    assert re.search(r"^  [✓✗] the first finding saves the most alone: ", planted.stdout, flags=re.MULTILINE)
+    assert "every habit fixed: " in planted.stdout
     marks = lesson_marks(planted.stdout)
     assert marks["data, zero_grad, forward, backward and optimizer once per step, in this order"] == "✓"
 
