@@ -45,7 +45,8 @@ def test_the_planted_step_runs_to_the_end_and_writes_its_trace(cpu_runs):
     # each habit the advice found, fixed alone and timed: a row of the table, ✓ or ✗; then the ranking
     assert "Each change alone" in planted.stdout
     for rule in LESSON.SEEN_ON_A_CPU:
-        assert re.search(rf"│ {rule} +│ +[0-9.,]+–[0-9.,]+ (µs|ms) │.*│ [✓✗] │", planted.stdout), planted.stdout[-3000:]
+        row = rf"│ {rule} +│ +[0-9.,]+–[0-9.,]+ (µs|ms) │.*│ [✓✗] │"
+        assert re.search(row, planted.stdout), planted.stdout[-3000:]
     assert re.search(r"^  [✓✗] the first finding saves the most alone: ", planted.stdout, flags=re.MULTILINE)
     assert "every habit fixed: " in planted.stdout
     marks = lesson_marks(planted.stdout)
