@@ -42,8 +42,12 @@ class Reading:
         step timed without the profiler (the lessons write it) and no step synchronizes (a held step's issue time is
         then the hold's); else by the rows measured with the trace's options or fewer (profiler_costs.MEASURED);
         PROFILER_SLOWDOWN where none fits."""
-        unprofiled = Unprofiled.from_dict(self.trace.meta.get(UNPROFILED_KEY))
+        unprofiled = self.unprofiled
         synced = any(c.is_sync for s in self.steps for c in s.runtime)
+        if unprofiled is not None and not self.trace.has_gpu and unprofiled.wall_us_per_step > 0 and self.steps:
+            # on a CPU the step is the CPU's: the profiled step against the same step timed without it
+            measured = max(1.0, sum(s.dur for s in self.steps) / len(self.steps) / unprofiled.wall_us_per_step)
+            return measured, measured
         if unprofiled is not None and unprofiled.cpu_issue_us_per_step > 0 and not synced:
             measured = max(1.0, self.verdict.cpu_us_per_step / unprofiled.cpu_issue_us_per_step)
             return measured, measured
@@ -59,8 +63,17 @@ class Reading:
         return replay(self.trace, self.slowdown)
 
     @cached_property
+    def unprofiled(self) -> Unprofiled | None:
+        """The step timed without the profiler, where the trace holds it (the lessons write it)."""
+        return Unprofiled.from_dict(self.trace.meta.get(UNPROFILED_KEY))
+
+    @cached_property
     def step_us(self) -> float:
-        """The step's period: as the replay measured it from the trace, else the verdict's per-step figures."""
+        """The step the savings are shares of: timed without the profiler where the trace holds that timing (the
+        savings are predicted for the code as it runs without the profiler); else its period as the replay measured
+        it from the trace, else the verdict's per-step figures."""
+        if self.unprofiled is not None and self.unprofiled.wall_us_per_step > 0:
+            return self.unprofiled.wall_us_per_step
         if self.replay is not None and self.replay.measured_us > 0:
             return self.replay.measured_us
         per_step = [s.dur for s in self.steps]
@@ -139,4 +152,4 @@ def cpu_only_saving(r: Reading, spans_by_step, keep: tuple[float, float]) -> tup
         spans = union(spans_by_step(step))
         removed += sum(min(step.ts + step.dur, b) - max(step.ts, a) for a, b in spans if b > step.ts)
     removed /= max(1, r.n)
-    return removed * (1 - keep[1]) / r.slowdown[1], removed * (1 - keep[0])
+    return removed * (1 - keep[1]) / r.slowdown[1], removed * (1 - keep[0]) / r.slowdown[0]
