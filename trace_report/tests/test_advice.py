@@ -67,6 +67,14 @@ def test_no_saving_exceeds_what_the_step_holds(v100):
             assert low <= spent * 1.05, (finding.rule, low)
 
 
+@pytest.mark.parametrize("path", sorted(WORLD.glob("*.json.gz")), ids=lambda p: p.name.split(".")[0])
+def test_no_finding_on_the_worlds_traces_promises_more_than_the_step(path):
+    advice = trace_report.read(path).advice
+    for finding in advice:
+        low, high = finding.saving_us
+        assert 0 <= low <= high <= advice.step_us, (finding.rule, finding.saving_us, advice.step_us)
+
+
 def test_a_batch_copied_from_a_dataloader_is_no_constant_built_on_the_cpu(v100):
     assert v100.advice.finding("cpu-built-tensor") is None
 
