@@ -42,7 +42,7 @@ from trace_report.kernels import MODULE_PREFIX
 from trace_report.memory import MEMORY_EVENT, memory_event
 from trace_report.model import MODULES_FROM_RANGES, MODULES_FROM_STACKS, WHOLE_TRACE
 from trace_report.model import CpuOp, GpuWork, RuntimeCall, Step, Trace, skipped_reasons
-from trace_report.source import TraceSource, open_text
+from trace_report.source import ARG_KEYS, RAW, UNSET, Record, RecordArgs, TraceSource, args_dict, open_text, raw_value
 
 GPU_KINDS = {
     "kernel": "kernel",
@@ -64,6 +64,10 @@ OP_CATS = {"cpu_op", "operator"}
 ANNOTATION_CATS = {"user_annotation"}
 PYTHON_CATS = {"python_function"}  # with_stack=True: Python frames; they nest ops, the table leaves them out
 STEP_PREFIX = "ProfilerStep#"
+_NO_ARGS = RecordArgs()
+_KEY_OF = {key: (attr, key) for attr, key in ARG_KEYS}
+_COMM_KEYS = tuple(_KEY_OF[key] for key in COMM_ARGS)
+MEMORY_ARGS = tuple(_KEY_OF[key] for key in ("Addr", "Bytes", "Total Allocated", "Total Reserved", "Device Type", "Device Id"))
 _KIND_OF_CAT = {
     **{cat: "op" for cat in OP_CATS},
     **{cat: "label" for cat in ANNOTATION_CATS},
@@ -97,7 +101,7 @@ def read_trace(path: str | Path) -> Trace:
 
 def _read(path: Path, collector: _Collector) -> Trace:
     with open_text(path) as text:
-        source = TraceSource(text, path)
+        source = TraceSource(text, path, records=True)
         add = collector.add
         try:
             for event in source.events():
@@ -131,6 +135,9 @@ class _Collector:
         self.timed = 0
         self.names: dict[str, str] = {}
         self.lanes: dict[Any, Any] = {}  # pid and tid values, shared: a big trace repeats a handful of them
+        self.shapes: dict[tuple, tuple] = {}  # input dims, types, launch dimensions: one tuple per distinct value
+        self.raw_shapes: dict[tuple, tuple] = {}  # (dims' text, types' text) -> (dims, types)
+        self.concrete_names: dict[str, bool] = {}  # op name -> whether its Concrete Inputs are kept
         self.steps: list[tuple[str, float, float, Any, Any]] = []  # name, ts, dur, pid, tid
         self.ops: list[CpuOp] = []
         self.runtime: list[RuntimeCall] = []
@@ -143,13 +150,14 @@ class _Collector:
         self.memory: list = []  # profile_memory=True: the allocator's `[memory]` instant events (memory.py)
 
     def add(self, ev: Any) -> None:
-        if type(ev) is not dict:
+        """One event, as the source's Record (`source.Record`: the fields read here, `args` a RecordArgs)."""
+        if type(ev) is not Record:
             raise UsageError(f"{self.path}: traceEvents holds {type(ev).__name__} values, not event objects: not a Chrome trace")
         self.events += 1
-        ph = ev.get("ph")
+        ph = ev.ph
         if ph == "X":
             self.timed += 1
-            cat = ev.get("cat")
+            cat = ev.cat
             if type(cat) is not str:
                 self.skipped["a cat that is not a string"] += 1
                 return
@@ -159,8 +167,7 @@ class _Collector:
                 kind = _KIND_OF_CAT.get(cat)
                 if kind is None:
                     return  # a category we do not read
-            get = ev.get
-            ts, dur, name, args, pid, tid = get("ts"), get("dur"), get("name"), get("args"), get("pid"), get("tid")
+            ts, dur, name, args, pid, tid = ev.ts, ev.dur, ev.name, ev.args, ev.pid, ev.tid
             why = None
             if type(ts) is not float:  # json gives a float for 1.5 or 1e3, an int for 15: both are times
                 try:
@@ -183,11 +190,11 @@ class _Collector:
             elif tid is not None and type(tid) not in _SCALAR:
                 why = "a tid that is not a number or string"
             elif args is None:
-                args = {}
-            elif type(args) is not dict:
+                args = _NO_ARGS
+            elif type(args) is not RecordArgs:
                 why = "args that are not an object"
             if why is None and (kind == "runtime" or kind == "gpu"):
-                correlation = args.get("correlation")
+                correlation = args.correlation
                 if correlation is not None and type(correlation) not in _SCALAR:
                     why = "a correlation that is not a number or string"
             if why is not None:
@@ -199,16 +206,14 @@ class _Collector:
             if kind == "op" and name.startswith(STEP_PREFIX):  # traces of 2021 put the steps among the ops
                 kind = "label"
             if kind == "op":
-                dims = args.get("Input Dims")
-                dims = tuple(tuple(d) if isinstance(d, list) else () for d in dims) if isinstance(dims, list) else ()
-                types = args.get("Input type")  # beside each shape: "c10::BFloat16", "float", "Scalar", ...
-                if dims and isinstance(types, list):
-                    types = tuple(self.names.setdefault(t, t) if type(t) is str else "" for t in types)
+                dims, types = args.input_dims, args.input_types
+                if type(dims) is RAW:
+                    dims, types = self._shapes(dims, types)
                 else:
-                    types = ()
+                    dims, types = self._shapes_of(dims, types)
                 self.ops.append(CpuOp(name, ts, dur, pid, tid, input_dims=dims, input_types=types,
                                       comm_args=_comm_args(args) if name == COMM_OP else None,
-                                      concrete_inputs=_concrete(args) if CONCRETE_OPS.search(name) else ()))
+                                      concrete_inputs=self._concrete(args) if self._uses_concrete(name) else ()))
             elif kind == "label":
                 if name.startswith(STEP_PREFIX):
                     self.steps.append((name, ts, dur, pid, tid))
@@ -217,25 +222,24 @@ class _Collector:
             elif kind == "runtime":
                 self.runtime.append(RuntimeCall(name, ts, dur, pid, tid, correlation))
             elif kind == "gpu":
-                registers, shared = args.get("registers per thread"), args.get("shared memory")
-                occupancy = args.get("est. achieved occupancy %")
+                registers, shared, occupancy = args.registers, args.shared_memory, args.occupancy
                 self.gpu.append(
                     GpuWork(
                         GPU_KINDS[cat], name, ts, dur, pid, tid, correlation,
                         registers=registers if isinstance(registers, int) else None,
                         shared_memory=shared if isinstance(shared, int) else None,
-                        grid=_dims3(args.get("grid")),
-                        block=_dims3(args.get("block")),
+                        grid=self._dims3(args.grid),
+                        block=self._dims3(args.block),
                         occupancy=float(occupancy) if type(occupancy) in _NUMBER and math.isfinite(occupancy) else None,
-                        comm_args=_comm_args(args) if "In msg nelems" in args or "bytes" in args else None,
+                        comm_args=_comm_args(args) if args.in_nelems is not UNSET or args.bytes is not UNSET else None,
                     )
                 )
             else:
                 self.python_frames.append((pid, tid, ts, dur))
                 if name.startswith(MODULE_PREFIX):
                     self.module_frames.append((pid, tid, ts, dur, name))
-        elif (ph == "s" or ph == "f") and ev.get("cat") == "ac2g":
-            flow_id, pid, tid, ts = ev.get("id"), ev.get("pid"), ev.get("tid"), ev.get("ts")
+        elif (ph == "s" or ph == "f") and ev.cat == "ac2g":
+            flow_id, pid, tid, ts = ev.id, ev.pid, ev.tid, ev.ts
             if type(flow_id) not in _SCALAR:
                 self.skipped["an id that is not a number or string"] += 1
             elif pid is not None and type(pid) not in _SCALAR:
@@ -248,12 +252,57 @@ class _Collector:
                 self.flow_start[flow_id] = (pid, tid, ts)
             else:
                 self.flow_end[(pid, tid, ts)] = flow_id
-        elif ph == "i" and ev.get("name") == MEMORY_EVENT:
-            event = memory_event(ev)
+        elif ph == "i" and ev.name == MEMORY_EVENT:
+            event = memory_event({"ts": ev.ts, "pid": ev.pid, "tid": ev.tid, "args": args_dict(ev.args, MEMORY_ARGS)})
             if event is None:
                 self.skipped["a [memory] event whose args are not the profiler's"] += 1
             else:
                 self.memory.append(event)
+
+    def _shapes(self, dims: Any, types: Any) -> tuple[tuple, tuple]:
+        """An op's input dims and types from their raw text, each distinct text decoded once."""
+        key = (bytes(dims), bytes(types) if type(types) is RAW else types)
+        found = self.raw_shapes.get(key)
+        if found is None:
+            found = self.raw_shapes[key] = self._shapes_of(raw_value(dims), raw_value(types))
+        return found
+
+    def _shapes_of(self, dims: Any, types: Any) -> tuple[tuple, tuple]:
+        """An op's input dims and types, as tuples (a model's ops repeat a few hundred: one tuple each)."""
+        if type(dims) is list:
+            dims = tuple(tuple(d) if type(d) is list else () for d in dims)
+            try:
+                dims = self.shapes.setdefault(dims, dims)
+            except TypeError:  # a list of tensors' shapes holds lists, which no dict key can: kept as it is
+                pass
+        else:
+            dims = ()
+        if dims and type(types) is list:  # beside each shape: "c10::BFloat16", "float", "Scalar", ...
+            types = tuple(self.names.setdefault(t, t) if type(t) is str else "" for t in types)
+            types = self.shapes.setdefault(types, types)
+        else:
+            types = ()
+        return dims, types
+
+    def _uses_concrete(self, name: str) -> bool:
+        """CONCRETE_OPS, asked once per name (a regex search per op cost 0.4 s of 400k events)."""
+        found = self.concrete_names.get(name)
+        if found is None:
+            found = self.concrete_names[name] = CONCRETE_OPS.search(name) is not None
+        return found
+
+    def _concrete(self, args: Any) -> tuple:
+        """An op's "Concrete Inputs" as a tuple of strings ("" where a value is not recorded); () without them."""
+        values = raw_value(args.concrete_inputs)
+        if type(values) is not list:
+            return ()
+        values = tuple(v if type(v) is str else "" for v in values)
+        return self.shapes.setdefault(values, values)
+
+    def _dims3(self, value: Any) -> tuple | None:
+        """A launch dimension as the trace gives it (`[24576, 1, 1]`), or None; one tuple per distinct value."""
+        dims = _dims3(value)
+        return dims if dims is None else self.shapes.setdefault(dims, dims)
 
     def build(self, path: Path, meta: dict) -> Trace:
         notes: list[str] = []
@@ -343,15 +392,9 @@ class _Collector:
         )
 
 
-def _concrete(args: dict) -> tuple:
-    """An op's "Concrete Inputs" as a tuple of strings ("" where a value is not recorded); () without them."""
-    values = args.get("Concrete Inputs")
-    return tuple(v if type(v) is str else "" for v in values) if isinstance(values, list) else ()
-
-
-def _comm_args(args: dict) -> dict | None:
-    found = {key: args[key] for key in COMM_ARGS if key in args}
-    return found or None
+def _comm_args(args: Any) -> dict | None:
+    """A collective's message (COMM_ARGS), those of its args the record has; None without any."""
+    return args_dict(args, _COMM_KEYS) or None
 
 
 def _dims3(value: Any) -> tuple | None:

@@ -16,9 +16,10 @@ from trace_report.tests.support import H200_EAGER, PACKAGE_PARENT
 PACKAGE = Path(__file__).resolve().parent.parent
 FORBIDDEN = ("torch", "triton", "transformers", "profiling_in_pytorch", "numpy")
 
-# Only what trace-report installs: rich and what rich imports, linked into a folder that a `python -S` process (no
-# site-packages, so no torch, no matplotlib) takes as its whole path besides this checkout.
-RICH_AND_ITS_IMPORTS = ("rich", "markdown_it", "mdurl", "pygments")
+# Only what trace-report installs: rich and what rich imports, and msgspec (the reader's parser), linked into a folder
+# that a `python -S` process (no site-packages, so no torch, no matplotlib) takes as its whole path besides this
+# checkout.
+RICH_AND_ITS_IMPORTS = ("rich", "markdown_it", "mdurl", "pygments", "msgspec")
 
 
 def _bare_python(tmp_path: Path, code: str, **kwargs) -> subprocess.CompletedProcess:

@@ -1,0 +1,104 @@
+"""Reading traces fast and lean: msgspec's records read what the standard library's dicts read, the odd chunk falls
+back to json.loads, and the reader still works without msgspec installed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from trace_report import source
+from trace_report.export import trace_to_dict
+from trace_report.reader import read_trace
+from trace_report.tests.support import FIXTURES, PACKAGE_PARENT
+
+# A shapes trace (raw dims and types), one with stacks (python_function), a memory profile, collectives with their
+# args on the kernels, a 2021 trace (steps among the ops) and one whose kernels carry no correlation (flows only).
+SAMPLES = [
+    FIXTURES / "h100/traces/profile_model/tiny-llama_4_256_train_shapes_eager.json.gz",
+    FIXTURES / "cpu/tiny-llama_with_stack_train.json.gz",
+    FIXTURES / "h100/memory/64_128_768_3072_L2_adamw_eager.json.gz",
+    FIXTURES / "h100x2/64_128_768_3072_tp2_overlap4_eager_rank0.json.gz",
+    FIXTURES / "world/v100_resnet50_2021_step6.json.gz",
+    FIXTURES / "world/amd_nodeviceprops_hipblaslt_gemm.json.gz",
+    FIXTURES / "world/h200_mamba_shapes_suite.json.gz",
+]
+
+
+def read_as_dicts(path: Path, monkeypatch) -> dict:
+    """The trace read with every chunk through json.loads and record_of, as without msgspec."""
+    with monkeypatch.context() as patch:
+        patch.setattr(source, "_RECORDS", None)
+        return trace_to_dict(read_trace(path))
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name)
+def test_records_read_what_dicts_read(path, monkeypatch):
+    assert source.msgspec is not None, "msgspec is a dependency of trace-report"
+    assert trace_to_dict(read_trace(path)) == read_as_dicts(path, monkeypatch)
+
+
+def test_each_chunk_is_decoded_at_once_even_with_braces_in_kernel_names(tmp_path, monkeypatch):
+    # Kernel names hold braces ({lambda(float)#1}): a chunk ending inside such an event once sent every following
+    # event of the chunk through raw_decode one at a time.
+    name = "void k<{lambda(float)#1}, {lambda(float)#2}, {lambda()#3}, {lambda()#4}>(int)"
+    events = [{"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": 10.0 + i, "dur": 0.5,
+               "args": {"correlation": i, "grid": [1, 1, 1]}} for i in range(20000)]
+    path = tmp_path / "braces.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    singles = []
+    decode = source.TraceSource._value
+
+    def counted(self):
+        singles.append(self.pos)
+        return decode(self)
+
+    monkeypatch.setattr(source.TraceSource, "_value", counted)
+    trace = read_trace(path)
+    assert sum(len(step.gpu) for step in trace.steps) + len(trace.gpu_outside_steps) == 20000
+    chunks = path.stat().st_size // source.CHUNK_CHARS + 1
+    assert len(singles) <= 2 * chunks  # one event across each chunk's end, not hundreds
+
+
+def test_a_chunk_msgspec_refuses_is_read_by_json_loads(tmp_path):
+    # NaN and a number past a float's range: json.loads reads them, msgspec does not; the reader skips such events
+    # and says why, with records as it did with dicts.
+    good = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "dur": 2.0,
+            "args": {"Input Dims": [[2, 3], [3, 4]], "Input type": ["float", "float"]}}
+    events = [{**good, "ts": float(i * 10)} for i in range(50)]
+    text = json.dumps({"traceEvents": events})
+    text = text.replace('"ts": 100.0', '"ts": NaN', 1).replace('"dur": 2.0', '"dur": 1e999', 1)
+    path = tmp_path / "odd.json"
+    path.write_text(text)
+    trace = read_trace(path)
+    assert dict(trace.skipped_events) == {"a ts that is not a finite number": 1, "a dur that is not a finite number": 1}
+    ops = [op for step in trace.steps for op in step.ops]
+    assert len(ops) == 48 and ops[0].input_dims == ((2, 3), (3, 4)) and ops[0].input_types == ("float", "float")
+
+
+def test_repeated_shapes_share_one_tuple(tmp_path):
+    op = {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "dur": 1.0,
+          "args": {"Input Dims": [[8, 16], [8, 16], []], "Input type": ["float", "float", "Scalar"],
+                   "Concrete Inputs": ["", "", "1"]}}
+    path = tmp_path / "same.json"
+    path.write_text(json.dumps({"traceEvents": [{**op, "ts": float(i * 2)} for i in range(100)]}))
+    ops = [o for step in read_trace(path).steps for o in step.ops]
+    assert ops[0].input_dims == ((8, 16), (8, 16), ()) and ops[0].input_types == ("float", "float", "Scalar")
+    assert len({id(o.input_dims) for o in ops}) == 1 and len({id(o.input_types) for o in ops}) == 1
+
+
+def test_without_msgspec_the_standard_library_reads_the_same():
+    path = SAMPLES[0]
+    script = (
+        "import sys, json; sys.modules['msgspec'] = None\n"  # import msgspec raises ImportError
+        "from trace_report import source; assert source.msgspec is None\n"
+        "from trace_report.reader import read_trace; from trace_report.export import trace_to_dict\n"
+        f"print(json.dumps(trace_to_dict(read_trace({str(path)!r}))))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=PACKAGE_PARENT,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == json.loads(json.dumps(trace_to_dict(read_trace(path))))
