@@ -15,6 +15,16 @@ that prints them:
 of them together (one process per trace), interleaved, and the goal is judged: all N at most 1.5× one (4 ranks; it
 needs a core per trace, the wall time of 4 parses on 2 cores is 2 parses at best).
 
+`--large SOURCE`: traces of real size built from a real one (`grow_trace`: its steps repeated, times shifted, ids,
+correlations and step numbers renumbered, under --scratch, never in the checkout), at each of `--sizes` MB (100 and
+1000 by default), timed as whole processes against `json.loads` of the same file in the same rounds: trace-report
+--json on the JSON and on its .json.gz, with each process's peak memory (wait4's ru_maxrss). Goals: at least
+GOAL_LARGE_RATIO× the speed of json.loads, a peak below GOAL_LARGE_RSS× the file, the .json.gz at most
+GOAL_GZIP_RATIO× its JSON's time. With `--ranks N`, also N ranks of one run (`<run>_rank<r>.json`, the shifts a rank's
+own) of the smallest size, read together against one of them.
+
+    python benchmark_trace_report.py --large trace_report/tests/fixtures/world/h200_mamba_shapes_suite.json.gz
+
 `--hta` is an interpreter that has HTA: `pip install holistictraceanalysis==0.5.0 "pandas<3"` in a venv of its own
 (HTA pulls in pandas, plotly and Jupyter; never this project's venv). HTA 0.5 asks for any pandas >= 1.5.2, and pip
 takes pandas 3, which refuses to widen a column in place: HTA downcasts its columns to the smallest integer type, then
@@ -76,6 +86,9 @@ GOAL_S_PER_MB = 0.1  # 1 s for a 10 MB trace, per MB of the JSON text (what is p
 GOAL_FLOOR_S = 1.0  # below 10 MB: start-up and imports are most of the time, and cost the same on any trace
 GOAL_HTA_RATIO = 2.0  # HTA's time over trace-report's (the slower of the text and --json reports)
 GOAL_RANKS_RATIO = 1.5  # --ranks: trace-report on N rank traces over trace-report on one of them
+GOAL_LARGE_RATIO = 4.0  # --large: trace-report --json's MB/s over json.loads's, whole processes, the same file
+GOAL_LARGE_RSS = 0.5  # --large: peak resident memory over the JSON's size
+GOAL_GZIP_RATIO = 1.5  # --large: trace-report on the .json.gz over the same on its JSON
 
 # HTA's side: a script run by the HTA interpreter. It prints how many rows each breakdown has, so that a run that
 # "succeeds" with nothing in it (a trace HTA cannot read kernels from) is told apart from one that did the work.
@@ -147,6 +160,15 @@ def build_parser() -> ArgumentParser:
                         help="the traces are the ranks of one run: time trace-report on the first alone against "
                         "trace-report on all of them (read one process per trace); goal: at most "
                         f"{GOAL_RANKS_RATIO:g}× (writes trace_report_ranks_speed.json)")
+    parser.add_argument("--large", action="store_true",
+                        help="build traces of --sizes MB from the (one) trace given, under --scratch, and time "
+                        "trace-report --json on them against json.loads of the same file (see the module's doc)")
+    parser.add_argument("--sizes", default="100,1000", metavar="MB,MB",
+                        help="--large: the sizes to build, in MB of JSON (default: 100,1000)")
+    parser.add_argument("--scratch", default=str(Path(tempfile.gettempdir()) / "trace-report-large"), metavar="DIR",
+                        help="--large: where the built traces go (default: a folder in the system's temp dir)")
+    parser.add_argument("--rank_count", type=positive_int, default=0, metavar="N",
+                        help="--large: also build N ranks of one run at the smallest size and time them together")
     return parser
 
 
@@ -274,6 +296,10 @@ def run(argv: list[str] | None) -> dict:
     # PYTHONDONTWRITEBYTECODE would make every timed run compile every module again (0.15 s of trace-report's).
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     meta = machine(args.hta)
+    if args.large:
+        from benchmark_large_traces import large_speed
+
+        return large_speed(paths, args, env, meta, writable_file(out / "trace_report_large.json", "the results"))
     if args.ranks:
         return ranks_speed(paths, args, env, meta, writable_file(out / "trace_report_ranks_speed.json", "the results"))
     hta_line = ""
@@ -493,6 +519,8 @@ def goal_lines(rows: list[dict], with_hta: bool) -> list[str]:
 if __name__ == "__main__":
     results = main()
     # A trace trace-report could not read fails the run; HTA failing on one is a finding, in the table.
+    if "large" in results:
+        raise SystemExit(1 if any(r.get("failed") for r in results["large"]) else 0)
     if "ratio" in results:  # --ranks: both commands ran in every round, or it stopped with a one-line error
         raise SystemExit(0)
     raise SystemExit(1 if any("median_s" not in r["report"] for r in results["traces"]) else 0)
