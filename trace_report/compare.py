@@ -31,10 +31,12 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from trace_report.frames import Rows, Tabular, records
 from trace_report.fusion import canonical_op
 from trace_report.graphs import is_graph_launch
 from trace_report.kernels import COPY, KINDS, decode, in_optimizer, kind_of_kernel
 from trace_report.model import GpuWork, Trace, rounded
+from trace_report.noise import Change, Gate, change, gate
 
 PATH, ORDER, FUSED, ONLY_FIRST, ONLY_SECOND = "path", "order", "fused", "only_in_first", "only_in_second"
 NOT_LINKED = "(no launch call)"  # GPU work the trace links to no launch call: no op to give it to
@@ -59,6 +61,7 @@ class OpRun:
     work: Counter = field(default_factory=Counter)  # (kind of work, short name) -> per step
     fuses: frozenset[str] = frozenset()  # the ops an Inductor kernel of it fuses, as canonical_op names them
     replay: bool = False  # a CUDA graph's replay (one cudaGraphLaunch)
+    step_us: list[float] = field(default_factory=list)  # its GPU time in each step of the trace (0 where it ran not)
 
     @property
     def key(self) -> tuple:
@@ -124,6 +127,11 @@ class OpMatch:
         return self.second_us - self.first_us
 
     @property
+    def change(self) -> Change:
+        """The change with its noise (noise.py): each side's ops summed step by step."""
+        return change(_summed(op.step_us for op in self.first), _summed(op.step_us for op in self.second))
+
+    @property
     def ratio(self) -> float | None:
         return self.second_us / self.first_us if self.first_us > 0 else None
 
@@ -146,6 +154,7 @@ class OpMatch:
             "op": op.name, "where": list(op.where), "index": op.index, "matched_by": self.how,
             "first": side(self.first), "second": side(self.second),
             "delta_us": rounded(self.delta_us), "ratio": rounded(self.ratio),
+            "spread": self.change.to_dict(), "call": self.change.call,
         }
 
 
@@ -192,16 +201,22 @@ class KernelGroup:
     short: str
     names: list[str]
     per_step: list[float]  # [first, second]
+    step_us: tuple[list[float], list[float]] = ((), ())  # their GPU time in each step, per trace
+
+    @property
+    def change(self) -> Change:
+        return change(*self.step_us)
 
     def to_dict(self) -> dict:
-        row = {"name": self.names[0], "short_name": self.short, "per_step": [rounded(n) for n in self.per_step]}
+        row = {"name": self.names[0], "short_name": self.short, "per_step": [rounded(n) for n in self.per_step],
+               "spread": self.change.to_dict(), "call": self.change.call}
         if len(self.names) > 1:
             row["names"] = list(self.names)
         return row
 
 
 @dataclass
-class TraceDiff:
+class TraceDiff(Tabular):
     """Two traces side by side (see the module's docstring)."""
 
     first: Trace
@@ -223,7 +238,56 @@ class TraceDiff:
     def only_in(self, how: str) -> list[OpMatch]:
         return [m for m in self.ops if m.how == how]
 
-    def to_dict(self) -> dict:
+    @property
+    def step_change(self) -> Change:
+        """All the steps' GPU work (durations summed), A against B, with its noise."""
+        return change([s.gpu_time_us for s in self.first.steps], [s.gpu_time_us for s in self.second.steps])
+
+    def gate(self, pct: float) -> Gate:
+        """`--fail_slower PCT` (noise.Gate): the matched ops, and all the GPU work together, weighed."""
+        steps = [sum(s.gpu_time_us for s in t.steps) / (len(t.steps) or 1) for t in (self.first, self.second)]
+        rows = [("all GPU work", "", self.step_change, 1.0, ())]
+        for m in self.ops:
+            c = m.change
+            share = max(c.first.mean_us / steps[0] if steps[0] else 0.0, c.second.mean_us / steps[1] if steps[1] else 0.0)
+            kernels = tuple(dict.fromkeys(short for op in m.first + m.second for (_, short) in op.work))
+            rows.append((m.op.name + op_rank(self.ops, m), where_text(m.op.where), c, share, kernels))
+        return gate(rows, pct)
+
+    TABLES = ("ops", "kernels", "kinds")
+
+    def frame_rows(self, table: str | None = None) -> Rows:
+        """DataFrame rows (frames.py): by op or by kernel (short name) with each side's per-step mean and spread,
+        the change, its noise and the call; or by kind of work."""
+        table = self._table(table)
+        if table == "kinds":
+            return records(["kind", "per_step_a", "per_step_b", "us_per_step_a", "us_per_step_b", "ratio"], [
+                {"kind": k.kind, "per_step_a": rounded(k.per_step[0]), "per_step_b": rounded(k.per_step[1]),
+                 "us_per_step_a": rounded(k.us_per_step[0]), "us_per_step_b": rounded(k.us_per_step[1]),
+                 "ratio": rounded(k.ratio)} for k in self.kinds])
+        if table == "kernels":
+            named = [(g, "only_in_first") for g in self.only_in_first] + [
+                (g, "only_in_second") for g in self.only_in_second] + [(g, "in_both") for g in self.in_both]
+            rows = [{"kernel": g.short, "in": where, "per_step_a": rounded(g.per_step[0]),
+                     "per_step_b": rounded(g.per_step[1]), **_change_row(g.change)} for g, where in named]
+            return records(["kernel", "in", "per_step_a", "per_step_b", *CHANGE_COLUMNS], rows)
+        rows = [{"op": m.op.name + op_rank(self.ops, m), "where": where_text(m.op.where), "matched_by": m.how,
+                 "per_step_a": rounded(m.first_items), "per_step_b": rounded(m.second_items),
+                 **_change_row(m.change)} for m in self.ops]
+        return records(["op", "where", "matched_by", "per_step_a", "per_step_b", *CHANGE_COLUMNS], rows)
+
+    def __repr__(self) -> str:  # the traces' events are no line to read
+        return f"<TraceDiff {self.first.name} against {self.second.name}: {len(self.ops)} ops>"
+
+    def _repr_html_(self) -> str:
+        """In a notebook, the diff as the terminal prints it (compare_report.py, which stands above this module)."""
+        from trace_report.compare_report import WIDTH, print_comparison
+        from trace_report.console import html_of
+
+        return html_of(lambda console: print_comparison(self, console, compact=True), WIDTH)
+
+    def to_dict(self, gate: Gate | None = None) -> dict:
+        """The diff as plain data; `gate`: `self.gate(PCT)`'s outcome, under "gate" (null without one)."""
         return {
             "vendors": list(self.vendors),
             "by_op": [m.to_dict() for m in self.ops],
@@ -235,6 +299,8 @@ class TraceDiff:
             "only_in_second": [g.to_dict() for g in self.only_in_second],
             "in_both": [g.to_dict() for g in self.in_both],
             "step_time_us": [_step_times(self.first), _step_times(self.second)],
+            "gpu_time_per_step": {"spread": self.step_change.to_dict(), "call": self.step_change.call},
+            "gate": None if gate is None else gate.to_dict(),
         }
 
 
@@ -259,10 +325,16 @@ def kernel_groups(first: Trace, second: Trace) -> tuple[list[KernelGroup], list[
     for side, trace in enumerate((first, second)):
         for name, n in trace.kernel_names().items():
             short = decode(name).short
-            group = groups.setdefault(short, KernelGroup(short, [], [0.0, 0.0]))
+            group = groups.setdefault(short, KernelGroup(short, [], [0.0, 0.0], ([], [])))
             if name not in group.names:
                 group.names.append(name)
             group.per_step[side] += n
+        shorts = {name: decode(name).short for name in trace.kernel_names()}
+        for group in groups.values():
+            group.step_us[side].extend([0.0] * len(trace.steps))
+        for i, step in enumerate(trace.steps):
+            for work in step.kernels:
+                groups[shorts[work.name]].step_us[side][i] += work.dur
     only_a = [g for g in groups.values() if g.per_step[1] == 0]
     only_b = [g for g in groups.values() if g.per_step[0] == 0]
     return only_a, only_b, [g for g in groups.values() if g.per_step[0] and g.per_step[1]]
@@ -271,17 +343,19 @@ def kernel_groups(first: Trace, second: Trace) -> tuple[list[KernelGroup], list[
 def op_runs(trace: Trace) -> list[OpRun]:
     """The trace's ops that launched GPU work, in order of first appearance, each with its work per step."""
     runs: dict[tuple, OpRun] = {}
-    for step in trace.steps:
+    for i, step in enumerate(trace.steps):
         ranks: Counter = Counter()
         for name, where, works in _step_ops(step.gpu):
             ranks[(_name_key(name), where)] += 1
             key = (_name_key(name), where, ranks[(_name_key(name), where)] - 1)
             run = runs.get(key)
             if run is None:
-                run = runs[key] = OpRun(name, where, key[2], len(runs), replay=_is_replay(name))
+                run = runs[key] = OpRun(name, where, key[2], len(runs), replay=_is_replay(name),
+                                        step_us=[0.0] * len(trace.steps))
             for work in works:
                 run.items += 1
                 run.us += work.dur
+                run.step_us[i] += work.dur
                 run.work[(work_kind(work), decode(work.name).short if work.kind == "kernel" else work.name)] += 1
                 if work.kind == "kernel" and not run.replay and decode(work.name).family.startswith("Inductor"):
                     run.fuses |= {canonical_op(op) for op in decode(work.name).ops}
@@ -518,6 +592,28 @@ def _name_key(name: str) -> str:
     counts kernels within one compiled graph and shifts when another graph fuses differently."""
     m = _INDUCTOR_NUMBER.match(name)
     return m.group(1) if m else name
+
+
+def op_rank(rows: list[OpMatch], m: OpMatch) -> str:
+    """` #2` for the second of the ops of one name at one place in a step (in step order), "" for the only one."""
+    alike = sorted((r.op.order for r in rows if (r.op.name, r.op.where) == (m.op.name, m.op.where)))
+    return f" #{alike.index(m.op.order) + 1}" if len(alike) > 1 else ""
+
+
+CHANGE_COLUMNS = ["us_a", "std_us_a", "us_b", "std_us_b", "delta_us", "change_pct", "noise_pct", "call"]
+
+
+def _change_row(c: Change) -> dict:
+    """A row's change as DataFrame columns: each side's mean and standard deviation, the change, the noise, the call."""
+    return {"us_a": rounded(c.first.mean_us), "std_us_a": rounded(c.first.std_us), "us_b": rounded(c.second.mean_us),
+            "std_us_b": rounded(c.second.std_us), "delta_us": rounded(c.delta_us), "change_pct": rounded(c.change_pct, 2),
+            "noise_pct": rounded(c.noise_pct, 2), "call": c.call}
+
+
+def _summed(per_step) -> list[float]:
+    """Ops' per-step times added step by step (a fused row's several ops of one trace)."""
+    lists = list(per_step)
+    return [sum(values) for values in zip(*lists)] if lists else []
 
 
 def _step_times(trace: Trace) -> dict:

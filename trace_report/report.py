@@ -36,13 +36,13 @@ from typing import Sequence
 from rich.markup import escape
 from rich.table import Table
 
-from trace_report.cli import ArgumentParser, count_or_zero
+from trace_report.cli import ArgumentParser, count_or_zero, positive_int
 from trace_report.console import Column, Console, clipped, fitted_table
 from trace_report.errors import CannotRunHere, UsageError, exits_cleanly, note
 from trace_report.files import writable_file
 from trace_report.compare import TraceDiff, diff
 from trace_report.compare_report import WIDTH as DIFF_WIDTH
-from trace_report.compare_report import print_comparison, print_fusion_line
+from trace_report.compare_report import print_comparison, print_fusion_line, print_gate
 from trace_report.export import runtime_rows
 from trace_report.fusion_report import FUSION_BRIEF_ROWS, print_fusion
 from trace_report.roofline_report import ROOFLINE_BRIEF_ROWS, print_op_table
@@ -92,8 +92,15 @@ def build_parser() -> ArgumentParser:
         help="read the traces as the ranks of one distributed run: a row per rank, the skew between them "
         "(automatic when the names are RUN_rank0.json, RUN_rank1.json, ...)",
     )
+    parser.add_argument("--jobs", type=positive_int, default=None, metavar="N",
+                        help="ranks: read N traces at a time (default: one per core)")
+    parser.add_argument("--skip_bad", action="store_true",
+                        help="ranks: a trace that cannot be read is skipped (a note on stderr), not the end of the run")
     # --- end communication ---
     parser.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
+    parser.add_argument("--fail_slower", type=_percent_flag, default=None, metavar="PCT",
+                        help="with two traces: exit 1 when an op of 1%% of the step or more is slower by more than "
+                        "PCT%% beyond the noise of its per-step times, one line per op on stderr (noise.py)")
     parser.add_argument("--full_names", action="store_true", help="show kernel names whole, not shortened")
     parser.add_argument("--kernels", action="store_true",
                         help="always print the post's avg CUDA table and what each kernel's name says (by default "
@@ -178,6 +185,8 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.more:
         raise UsageError(f"{len(paths)} traces: give --ranks to read them as the ranks of one run (a diff takes two)")
     # --- end communication ---
+    if args.fail_slower is not None and not args.other:
+        parser.error("--fail_slower PCT gates the diff of two traces: give the base trace and the new one")
     first = read_trace(args.trace)
     second = read_trace(args.other) if args.other else None
     # The traces' objects live as long as this process: kept out of the cyclic GC's later passes, which would walk
@@ -187,15 +196,17 @@ def _main(argv: Sequence[str] | None) -> int:
         if trace is not None and trace.skipped_note:
             note(f"{trace.path}: {trace.skipped_note}")
     rows = _rows(args.rows)
+    compared = diff(first, second) if second is not None else None
+    gate = compared.gate(args.fail_slower) if args.fail_slower is not None else None
     if args.json:
         payload = Report(first, args.bandwidth, args.peak).to_json() if second is None else {
             "traces": [Report(first, args.bandwidth, args.peak).to_json(second),
                        Report(second, args.bandwidth, args.peak).to_json()],
-            "diff": diff(first, second).to_dict(),
+            "diff": compared.to_dict(gate),
         }
         # JSON has no NaN or Infinity: a value a trace could not give (a zero-length window) is null.
         _print_json(payload)
-        return 0
+        return _gated(gate)
     console = Console(highlight=False, width=_width())
     found = fusion.analyze(first, args.bandwidth, second)  # the last section
     if second is None:
@@ -208,12 +219,31 @@ def _main(argv: Sequence[str] | None) -> int:
         return 0
     console.width = min(console.width, DIFF_WIDTH)  # a diff fits 100 columns, its fusion section too
     compact = args.rows == AUTO_ROWS
-    print_diff(diff(first, second), console, full_names=args.full_names, rows=rows, compact=compact)
+    print_diff(compared, console, full_names=args.full_names, rows=rows, compact=compact)
     if compact:
         print_fusion_line(found, console)
     else:
         print_fusion(found, console, rows=rows)
-    return 0
+    return _gated(gate)
+
+
+def _gated(gate) -> int:
+    """--fail_slower: the gate's lines on stderr (stdout stays the report, or --json's JSON), exit 1 when it fails."""
+    if gate is None:
+        return 0
+    sys.stdout.flush()
+    print_gate(gate, sys.stderr)
+    return 0 if gate.passed else 1
+
+
+def _percent_flag(text: str) -> float:
+    try:
+        value = float(text.removesuffix("%"))
+    except ValueError:
+        value = -1.0
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a percentage, 0 or more (5 or 5%), got {text!r}")
+    return value
 
 
 # --- communication (trace_report/communication.py) ---------------------------------------------
@@ -221,10 +251,10 @@ def _main(argv: Sequence[str] | None) -> int:
 
 def _ranks_main(paths: list[str], args) -> int:
     """The ranks of one run: each rank's collectives and steps in a row, the skew between them, the straggler, and
-    per rank each collective with its bucket or unit (attribution.py). The traces are read one process each."""
+    per rank each collective with its bucket or unit (attribution.py). The traces are read --jobs at a time."""
     if len(paths) < 2:
         raise UsageError("--ranks reads two traces or more, one per rank of the same run")
-    ranks = rank_traces.read_ranks(paths, keep_traces=args.json)
+    ranks = rank_traces.read_ranks(paths, keep_traces=args.json, jobs=args.jobs, skip_bad=args.skip_bad)
     if args.json:
         lag = rank_traces.skew(ranks)
         slow = rank_traces.straggler(ranks, lag)
