@@ -7,6 +7,9 @@
     report.advice.findings[0].change      # what to change, ranked by the time it would give back per step
     report.to_json()                      # the dict --json prints (json.dumps it as is)
     trace_report.read_ranks([...])        # one run's ranks, as `trace-report RUN_rank*.json`
+    report.kernels.to_pandas(), report.frames()   # the tables as DataFrames (frames.py; trace-report[frames])
+
+In a notebook a Report shows itself as the terminal prints it (`_repr_html_`).
 
 Each analysis is computed when first asked for and kept: reading a trace costs what its parsing costs.
 """
@@ -21,6 +24,7 @@ from trace_report import communication as comm
 from trace_report.advice import Advice, advise
 from trace_report import fusion, graphs, roofline
 from trace_report.export import trace_to_dict
+from trace_report.frames import KernelTable, Rows, Tabular, dataframe, kernel_table, records
 from trace_report.memory import memory_peaks, memory_to_dict
 from trace_report.model import Trace
 from trace_report.observer import observe
@@ -58,7 +62,34 @@ class Report:
     def advice(self) -> Advice:
         """What to change: the findings, largest saving per step first, each with its evidence, the line to paste,
         the saving as a range and its basis (trace_report/advice)."""
-        return advise(self.trace, self.verdict)
+        found = advise(self.trace, self.verdict)
+        return AdviceTable(**{name: getattr(found, name) for name in found.__dataclass_fields__})
+
+    @cached_property
+    def kernels(self) -> KernelTable:
+        """One row per GPU work name across the steps, most GPU time first: the post's avg CUDA table."""
+        return kernel_table(self.trace)
+
+    def frames(self, library: str = "pandas") -> dict:
+        """Every table of the report as a DataFrame (pandas or polars), by name."""
+        tables = [("kernels", self.kernels, None), ("op_table", self.op_table, None), ("advice", self.advice, None)]
+        tables += [(f"summary_{part}", self.summary, part) for part in self.summary.TABLES]
+        if self.communication is not None:
+            tables += [(f"communication_{part}", self.communication, part) for part in self.communication.TABLES]
+        return {name: dataframe(found.frame_rows(part), library) for name, found, part in tables}
+
+    def __repr__(self) -> str:  # the trace's events are no line to read: its name, steps and verdict
+        return f"<Report {self.trace.name}: {len(self.trace.steps)} steps, {self.verdict.kind}>"
+
+    def _repr_html_(self) -> str:
+        """In a notebook, the report as the terminal prints it without flags (report.py stands above this module)."""
+        from trace_report import report as command
+        from trace_report.console import html_of
+
+        return html_of(lambda console: command.print_report(
+            self.trace, console, rows=command.BRIEF_ROWS, fusion_found=self.fusion(),
+            fusion_rows=command.FUSION_BRIEF_ROWS, op_table=self.op_table, op_rows=command.ROOFLINE_BRIEF_ROWS,
+            lines=command.BRIEF_LINES), 120)
 
     @cached_property
     def memory(self) -> list:
@@ -97,6 +128,16 @@ class Report:
         if replays is not None:
             payload["cuda_graphs"] = replays
         return payload
+
+
+class AdviceTable(Advice, Tabular):
+    """The advice, and its findings as a DataFrame: one row per finding, the saving's range in two columns."""
+
+    def frame_rows(self, table: str | None = None) -> Rows:
+        rows = [{**row, "saving_low_us": row["saving_us"][0], "saving_high_us": row["saving_us"][1]}
+                for row in self.to_rows()]
+        return records(["rule", "title", "saving_low_us", "saving_high_us", "share_of_step", "count_per_step",
+                        "where", "evidence", "change", "basis", "source"], rows)
 
 
 def read(path: str | Path, *, bandwidth_gbs: float | None = None, peak: tuple[float, float] | None = None) -> Report:

@@ -50,6 +50,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from trace_report.console import Console, clipped
+from trace_report.frames import Rows, Tabular, records
 from trace_report.kernels.collectives import GENERIC_NOTE, NcclKernel, decode_nccl
 from trace_report.kernels.collectives import is_symmetric_memory_kernel
 from trace_report.links import DTYPE_BYTES, Link, bus_factor, gbps, link_of
@@ -194,7 +195,7 @@ class KindRow:
 
 
 @dataclass
-class Communication:
+class Communication(Tabular):
     """A trace's collectives, step by step."""
 
     trace: str
@@ -247,6 +248,15 @@ class Communication:
         for c in self.collectives:
             rows.setdefault((c.name, c.collective), []).append(c)
         return [KindRow.of(found) for found in rows.values()]
+
+    TABLES = ("collectives", "kinds")
+
+    def frame_rows(self, table: str | None = None) -> Rows:
+        """DataFrame rows (frames.py): one per collective with its step, as `to_dict` has them, or one per kind."""
+        if self._table(table) == "kinds":
+            return records(list(KindRow.__dataclass_fields__), [vars(k) for k in self.kind_rows()])
+        rows = [{"step": s["name"], **c} for s in self.to_dict()["steps"] for c in s["collectives"]]
+        return records(COLLECTIVE_COLUMNS, rows)
 
     def to_dict(self) -> dict:
         share = self.exposed_share
@@ -455,6 +465,11 @@ def _what(c: Collective) -> str:
     found = BACKEND_LABEL.match(c.name)
     backend = found["backend"] if found else "?"
     return f"{c.collective}, run by {backend} on its own thread (no kernel: this record function is the collective)"
+
+
+COLLECTIVE_COLUMNS = ["step", "name", "collective", "start_us", "dur_us", "exposed_us", "op", "dtype", "algorithm",
+                      "protocol", "bytes", "group_size", "algbw_gbps", "busbw_gbps", "wait_us", "transfer_us",
+                      "transfer_busbw_gbps"]  # a row of to_dict's collectives, its step first
 
 
 def _nccl_fields(kernel: NcclKernel) -> dict:

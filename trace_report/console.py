@@ -177,3 +177,25 @@ def _fold(text: str, column: Column, width: int) -> str:
     if column.fold == "op":
         return op_label(text, width, min(column.lines, 2))
     return text
+
+
+# A notebook's <pre> for a report: rich's own Jupyter style (its monospace fonts, its line height).
+NOTEBOOK_HTML = ('<pre style="white-space:pre;overflow-x:auto;line-height:normal;font-family:Menlo,\'DejaVu Sans Mono\','
+                 'consolas,\'Courier New\',monospace">{code}</pre>')
+
+
+def html_of(draw, width: int) -> str:
+    """What `draw(console)` prints, as HTML for a notebook (`_repr_html_`): the terminal's text and colours, through
+    rich's export. Drawn to ANSI first: the report writes sections it rendered ahead straight to the console's
+    file, which a recording console does not see."""
+    import io
+
+    from rich.text import Text
+
+    buffer = io.StringIO()
+    draw(Console(file=buffer, width=width, force_terminal=True, force_jupyter=False, color_system="truecolor",
+                 highlight=False))
+    recorder = Console(file=io.StringIO(), width=width, record=True, force_terminal=True, force_jupyter=False,
+                       color_system="truecolor")
+    recorder.print(Text.from_ansi(buffer.getvalue()), soft_wrap=True, end="")
+    return recorder.export_html(inline_styles=True, code_format=NOTEBOOK_HTML)

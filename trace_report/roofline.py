@@ -28,6 +28,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from trace_report.flops import Cost, op_cost
+from trace_report.frames import Rows, Tabular, records
 from trace_report.kernels import COMMUNICATION, decode, kind_of_kernel
 from trace_report.model import CpuOp, Step, Trace
 from trace_report.op_bytes import DTYPE_NAMES, ITEMSIZE, NOT_TENSORS
@@ -141,8 +142,13 @@ class OpRow:
         }
 
 
+# OpRow.to_dict's keys, in its order: a table's columns even when it has no rows.
+OP_COLUMNS = ["op", "shapes", "dtypes", "family", "note", "calls", "calls_per_step", "flops", "bytes", "gpu_us",
+              "gpu_us_total", "tflops", "tbps", "intensity", "bound", "peak_share", "saving_us"]
+
+
 @dataclass
-class OpTable:
+class OpTable(Tabular):
     """The rows, the peaks they are weighed against, and the GPU time no row holds."""
 
     trace: str
@@ -174,6 +180,13 @@ class OpTable:
 
     def to_rows(self) -> list[dict]:
         return [row.to_dict() for row in self.rows]
+
+    def frame_rows(self, table: str | None = None) -> Rows:
+        """DataFrame rows (frames.py): `to_rows`, the shapes and types as the table prints them."""
+        rows = [{**row.to_dict(), "shapes": " · ".join(_shape(s) for s in row.shapes), "dtypes": "/".join(row.dtypes)}
+                for row in self.rows]
+        return records(OP_COLUMNS, rows)
+
 
     def to_dict(self) -> dict:
         peak = self.found.peak if self.found is not None else None

@@ -44,6 +44,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from trace_report.console import Column, Console, fitted_table
+from trace_report.frames import Rows, Tabular, records
 from trace_report.kernels import (COPY, KINDS, MODULE_PREFIX, decode, distinct_short_names, in_optimizer,
                                  kind_of_kernel, kind_of_op)
 from trace_report.model import MODULES_FROM_RANGES, MODULES_FROM_STACKS, Trace
@@ -112,7 +113,7 @@ class IdleSplit:
 
 
 @dataclass
-class Summary:
+class Summary(Tabular):
     trace: str
     on_gpu: bool  # False: a CPU profile, whose ops' self times stand in for kernels
     steps: int
@@ -131,6 +132,18 @@ class Summary:
     @property
     def has_modules(self) -> bool:
         return bool(self.modules)
+
+    TABLES = ("kinds", "modules", "top")
+
+    def frame_rows(self, table: str | None = None) -> Rows:
+        """A table as DataFrame rows (frames.py): `to_dict`'s by_kind, by_module or top, per step."""
+        key = {"kinds": "by_kind", "modules": "by_module", "top": "top"}[self._table(table)]
+        columns = {"by_kind": ["kind", "us_per_step", "share", "per_step"],
+                   "by_module": ["module", "calls_per_step", "total_us_per_step", "total_share", "self_us_per_step",
+                                 "self_share", "backward_us_per_step"],
+                   "top": ["name", "short_name", "decoded", "kind", "per_step", "us_per_step", "share",
+                           "launched_by", "module", "compiled_graph", "issued_by"]}[key]
+        return records(columns, self.to_dict()[key])
 
     def to_dict(self) -> dict:
         n = self.steps
