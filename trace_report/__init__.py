@@ -10,6 +10,7 @@ Each module holds one concern; imports go down this list, never up:
     export.py        a trace as plain data: what --json prints
     compare_report.py  the diff of two traces as the terminal shows it, in 100 columns
     compare.py       two traces side by side, by launching op and place: `diff(a, b)` -> TraceDiff
+    noise.py         an op's per-step spread, the change called beyond it or not, the gate (--fail_slower)
     fusion_report.py the report's "Where fusion would pay" table
     roofline_report.py the report's "Ops by roofline" table
     roofline.py      each op by roofline: FLOPs and bytes per call, GPU time by correlation, bound, share of the peak
@@ -31,6 +32,8 @@ Each module holds one concern; imports go down this list, never up:
     memory.py        `[memory]` events (profile_memory=True): per device the peak, when, what was live; the
                      category timeline lesson 11 writes into its trace
     source.py        the file as a stream of events (gzip or not; each chunk's whole events parsed at once)
+    frames.py        the tables as DataFrames: each object's rows -> pandas or polars (trace-report[frames]),
+                     imported only when asked for; a rank set's in one frame
     model.py         the data model: Trace, Step, Phase, CpuOp, RuntimeCall, GpuWork, KernelStat
     timeline.py      arithmetic on the GPU lane: busy time, gaps, the GPU waiting on launches
     links.py         what a collective's GB/s mean: nccl-tests' algbw and busbw, the peak of the GPU's link
