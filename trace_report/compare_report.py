@@ -22,7 +22,7 @@ from trace_report.console import Console, name_width
 from trace_report.compare import (
     FUSED, ONLY_FIRST, ONLY_SECOND, ORDER, KernelGroup, NewWork, OpMatch, OpRun, TraceDiff, op_rank, where_text,
 )
-from trace_report.noise import FASTER, FLOOR, SIGMAS, SLOWER, Gate, band_text
+from trace_report.noise import FASTER, SLOWER, Gate
 from trace_report.fusion import Fusion
 from trace_report.model import Trace, per_step_count
 from trace_report.pace import verdict
@@ -73,34 +73,37 @@ def print_by_op(d: TraceDiff, console: Console, *, width: int, rows: int | None,
     places = [_place_text(m) for m in shown]
     changes = [m.change for m in shown]
     cells = [(_cell(m.first_items, m.first_us, bool(m.first)), _cell(m.second_items, m.second_us, bool(m.second)),
-              band_text(c), _ratio(m.first_us, m.second_us)) for m, c in zip(shown, changes)]
-    numbers = [max(len(c[i]) for c in cells) for i in range(4)]
-    room = width - _borders(6) - sum(max(n, len(h)) for n, h in zip(numbers, ("A", "B", "call", "B/A")))
+              _ratio(m.first_us, m.second_us)) for m in shown]
+    numbers = [max(len(c[i]) for c in cells) for i in range(3)]
+    room = width - _borders(5) - sum(max(n, len(h)) for n, h in zip(numbers, ("A", "B", "B/A")))
     # The op's name first: the place gets what it needs up to a third of the room, and then what the names leave.
     place_need = max(map(len, places))
     op_width = name_width(labels, room - min(place_need, room // 3))
     where_width = max(8, min(place_need, room - op_width))
-    console.print("[bold]By op[/bold]: GPU work items · µs per step, A against B, the biggest change first")
+    title = "By op: GPU work items · µs per step, A against B, the biggest change first"
+    calls = _noise_legend(d, changes)  # in the title where it fits: a screen's diff takes no line more for it
+    fits = len(title) + 3 + len(calls) <= width
+    console.print("[bold]By op[/bold]" + escape(title.removeprefix("By op") + (f" · {calls}" if fits else "")))
     table = _table()
     table.add_column("op", no_wrap=not full_names, overflow="fold" if full_names else "ellipsis",
                      width=None if full_names else op_width)
     table.add_column("where", no_wrap=True, width=where_width)
-    for header in ("A", "B", "call", "B/A"):
+    for header in ("A", "B", "B/A"):
         table.add_column(header, justify="right", no_wrap=True)
-    for label, place, (a, b, band, ratio), m, c in zip(labels, places, cells, shown, changes):
-        style = "red" if m.how == ONLY_FIRST else "green" if m.how == ONLY_SECOND else ""
+    for label, place, (a, b, ratio), m, c in zip(labels, places, cells, shown, changes):
+        # The ratio's colour is the call (noise.py): red slower, green faster beyond the noise; gone and new alike.
+        style = "red" if m.how == ONLY_FIRST or c.call == SLOWER else "green" if m.how == ONLY_SECOND or \
+            c.call == FASTER else ""
         ratio_cell = f"[{style}]{ratio}[/{style}]" if style else ratio
-        call_style = {SLOWER: "red", FASTER: "green"}.get(c.call, "dim")
         if m.how == FUSED:
             place = _clip(place, where_width)
         elif m.how == ORDER:  # the marker stays, the place is clipped after it
             place = "≈ " + _clip_left(place.removeprefix("≈ "), where_width - 2)
         else:
             place = _clip_left(place, where_width)
-        table.add_row(escape(label if full_names else _clip_middle(label, op_width)), escape(place), a, b,
-                      f"[{call_style}]{escape(band)}[/{call_style}]", ratio_cell)
+        table.add_row(escape(label if full_names else _clip_middle(label, op_width)), escape(place), a, b, ratio_cell)
     console.print(table)
-    legend = [_more_text(d.ops, rows, "op"), _noise_legend(d, changes)]
+    legend = [_more_text(d.ops, rows, "op"), "" if fits else calls]
     if any(m.how == ORDER for m in shown):
         legend.append("≈ paired by op name and order: their places differ")
     if any(m.how == FUSED and not m.op.replay for m in shown):
@@ -115,11 +118,12 @@ def print_by_op(d: TraceDiff, console: Console, *, width: int, rows: int | None,
 
 
 def _noise_legend(d: TraceDiff, changes) -> str:
-    """What the call column weighs: `call: beyond ±noise, max(3 SE of 3 and 3 steps, 2%)`, or why it cannot."""
-    n = (len(d.first.steps), len(d.second.steps))
-    if min(n) < 2:
-        return f"call: beyond ±{FLOOR:.0%}; ? the noise unknown: {min(n)} step in a trace"
-    return f"call: beyond ±noise, max({SIGMAS:g} SE of {n[0]} and {n[1]} steps, {FLOOR:.0%})"
+    """The calls of the rows shown (noise.py), B/A red or green for them: `2 slower, 1 faster`, `none slower or
+    faster`, and `(noise unknown: 1 step)` where a trace has one step."""
+    counts = {call: sum(1 for c in changes if c.call == call) for call in (SLOWER, FASTER)}
+    said = ", ".join(f"{n} {call}" for call, n in counts.items() if n) or "none slower or faster"
+    steps = min(len(d.first.steps), len(d.second.steps))
+    return said + (f" (noise unknown: {steps} step)" if steps < 2 else "")
 
 
 def print_gate(gate: Gate, stream) -> None:
@@ -244,8 +248,7 @@ def print_kernel_names(d: TraceDiff, console: Console, *, width: int, rows: int 
         console.print()
         return
     names = [_kernel_label(g, full_names) for _, g in shown]
-    calls = [band_text(g.change) if where == "in both" else "" for where, g in shown]
-    room = width - _borders(5) - len("only in A") - 2 * len("A per step") - max(len("call"), *map(len, calls))
+    room = width - _borders(4) - len("only in A") - 2 * len("A per step")
     kernel_width = name_width(names, room)
     table = _table()
     table.add_column("where", no_wrap=True)
@@ -253,14 +256,11 @@ def print_kernel_names(d: TraceDiff, console: Console, *, width: int, rows: int 
                      width=None if full_names else kernel_width)
     table.add_column("A per step", justify="right", no_wrap=True)
     table.add_column("B per step", justify="right", no_wrap=True)
-    table.add_column("call", justify="right", no_wrap=True)  # of their GPU time per step, as By op's
-    for (where, group), name, call in zip(shown, names, calls):
+    for (where, group), name in zip(shown, names):
         style = {"only in A": "red", "only in B": "green"}.get(where, "")
-        call_style = {SLOWER: "red", FASTER: "green"}.get(group.change.call, "dim")
         table.add_row(f"[{style}]{where}[/{style}]" if style else where,
                       escape(name if full_names else _clip_middle(name, kernel_width)),
-                      per_step_count(round(group.per_step[0], 3)), per_step_count(round(group.per_step[1], 3)),
-                      f"[{call_style}]{escape(call)}[/{call_style}]")
+                      per_step_count(round(group.per_step[0], 3)), per_step_count(round(group.per_step[1], 3)))
     console.print(table)
     console.print()
 

@@ -130,14 +130,6 @@ def change(first: list[float], second: list[float], floor: float = FLOOR) -> Cha
     return Change(Spread.of(first), Spread.of(second), floor)
 
 
-def band_text(c: Change) -> str:
-    """`slower ±2.0%`, `~ ±3.1%`, `faster ±2.0%?` (`?`: the noise unknown, one step), `new`, `gone`."""
-    if c.call in (NEW, GONE):
-        return c.call
-    word = {SLOWER: "slower", FASTER: "faster", NOISE: "~"}[c.call]
-    return f"{word} ±{c.noise_pct:.1f}%{'' if c.known else '?'}"
-
-
 # --- the gate ------------------------------------------------------------------------------------------------
 
 
