@@ -47,7 +47,7 @@ anywhere, fast, on a machine without PyTorch: `uvx --from ./trace_report trace-r
 (profiling_in_pytorch) stand above it and check the posts' claims through it; nothing here imports them.
 """
 
-from trace_report.api import Report, read
+from trace_report.api import Report, ranks_frame, read
 from trace_report.compare import TraceDiff, diff
 from trace_report.export import trace_to_dict
 from trace_report.model import CpuOp, GpuWork, KernelStat, Phase, RuntimeCall, Step, Trace
@@ -68,6 +68,7 @@ __all__ = [
     "Verdict",
     "diff",
     "read",
+    "ranks_frame",
     "read_ranks",
     "read_trace",
     "trace_to_dict",

@@ -140,6 +140,39 @@ class AdviceTable(Advice, Tabular):
                         "where", "evidence", "change", "basis", "source"], rows)
 
 
+RANK_TABLES = {  # table -> how a rank's Report gives it
+    "kernels": lambda report: report.kernels,
+    "op_table": lambda report: report.op_table,
+    "summary": lambda report: report.summary,
+    "advice": lambda report: report.advice,
+    "communication": lambda report: report.communication,
+}
+
+
+def ranks_frame(ranks, table: str = "kernels", library: str = "pandas", part: str | None = None):
+    """One rank set's table (`read_ranks`), every rank's rows in one frame with a `rank` column first. `table`:
+    kernels, op_table, summary, advice or communication; `part`: that object's table ("modules" of the summary,
+    "kinds" of the communication). The collectives come from what read_ranks kept; the other tables need each
+    rank's trace: `read_ranks(paths, keep_traces=True)`."""
+    if table not in RANK_TABLES:
+        raise ValueError(f"a rank set's tables are {', '.join(RANK_TABLES)}, not {table!r}")
+    columns: list[str] = []
+    rows: list[dict] = []
+    for rank in ranks:
+        if table == "communication":
+            found = rank.comm
+        elif rank.trace is None:
+            raise ValueError(f"the {table} of each rank needs its trace: read_ranks(paths, keep_traces=True)")
+        else:
+            found = RANK_TABLES[table](Report(rank.trace))
+        if found is None:  # a rank without collectives
+            continue
+        names, part_rows = found.frame_rows(found._table(part))
+        columns = columns or ["rank", *names]
+        rows += [{"rank": rank.rank, **row} for row in part_rows]
+    return dataframe((columns or ["rank"], rows), library)
+
+
 def read(path: str | Path, *, bandwidth_gbs: float | None = None, peak: tuple[float, float] | None = None) -> Report:
     """Read a torch.profiler Chrome trace (.json or .json.gz) into a Report; a file that is no trace raises
     UsageError with the one line trace-report prints."""

@@ -8,7 +8,7 @@
     report.advice.to_pandas()             # one row per finding
     report.frames()                       # every table at once: {name: DataFrame}
     trace_report.diff(a, b).to_pandas()   # the diff by op with its noise and call ("kernels", "kinds")
-    ranks_frame(trace_report.read_ranks(paths, keep_traces=True), "kernels")   # every rank's, a `rank` column
+    trace_report.ranks_frame(trace_report.read_ranks(paths, keep_traces=True), "kernels")   # a `rank` column (api.py)
 
 Each object gives its rows (`frame_rows(table)`: the column names and a dict per row, plain values: str, int,
 float, bool or None); `Tabular` turns them into a frame. pandas and polars are optional (`pip install
@@ -118,41 +118,3 @@ class KernelTable(Tabular):
 
 def kernel_table(trace) -> KernelTable:
     return KernelTable(sorted(trace.kernel_stats(), key=lambda s: -s.total_us), len(trace.steps))
-
-
-# --- several ranks ---------------------------------------------------------------------------------------------
-
-
-RANK_TABLES = {  # table -> how a rank's Report gives it
-    "kernels": lambda report: report.kernels,
-    "op_table": lambda report: report.op_table,
-    "summary": lambda report: report.summary,
-    "advice": lambda report: report.advice,
-    "communication": lambda report: report.communication,
-}
-
-
-def ranks_frame(ranks, table: str = "kernels", library: str = "pandas", part: str | None = None):
-    """One rank set's table (`read_ranks`), every rank's rows in one frame with a `rank` column first. `table`:
-    kernels, op_table, summary, advice or communication; `part`: that object's table ("modules" of the summary,
-    "kinds" of the communication). The collectives come from what read_ranks kept; the other tables need each
-    rank's trace: `read_ranks(paths, keep_traces=True)`."""
-    from trace_report.api import Report  # api's objects convert through this module: it stands above it
-
-    if table not in RANK_TABLES:
-        raise ValueError(f"a rank set's tables are {', '.join(RANK_TABLES)}, not {table!r}")
-    columns: list[str] = []
-    rows: list[dict] = []
-    for rank in ranks:
-        if table == "communication":
-            found = rank.comm
-        elif rank.trace is None:
-            raise ValueError(f"the {table} of each rank needs its trace: read_ranks(paths, keep_traces=True)")
-        else:
-            found = RANK_TABLES[table](Report(rank.trace))
-        if found is None:  # a rank without collectives
-            continue
-        names, part_rows = found.frame_rows(found._table(part))
-        columns = columns or ["rank", *names]
-        rows += [{"rank": rank.rank, **row} for row in part_rows]
-    return dataframe((columns or ["rank"], rows), library)

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 import trace_report
-from trace_report.frames import FramesUnavailable, ranks_frame
+from trace_report import ranks_frame
+from trace_report.frames import FramesUnavailable
 from trace_report.tests.support import FIXTURES, H200_COMPILED, H200_EAGER, PACKAGE_PARENT
 
 NOTEBOOK = PACKAGE_PARENT / "docs" / "trace-report.ipynb"

@@ -21,7 +21,14 @@ def traces_imports() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         found = set()
-        for node in ast.walk(ast.parse(path.read_text())):
+        tree = ast.parse(path.read_text())
+        # A notebook's view of an object (`_repr_html_`: a Report, a TraceDiff) draws it with the command that prints
+        # it, imported when a notebook shows one: the one import allowed to go up.
+        views = {id(node) for view in ast.walk(tree) if isinstance(view, ast.FunctionDef) and
+                 view.name == "_repr_html_" for node in ast.walk(view)}
+        for node in ast.walk(tree):
+            if id(node) in views:
+                continue
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(PACKAGE):
                 base = node.module.removeprefix(PACKAGE).lstrip(".")
                 for alias in node.names:
