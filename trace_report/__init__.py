@@ -33,7 +33,7 @@ Each module holds one concern; imports go down this list, never up:
                      category timeline lesson 11 writes into its trace
     source.py        the file as a stream of events (gzip or not; each chunk's whole events parsed at once)
     frames.py        the tables as DataFrames: each object's rows -> pandas or polars (trace-report[frames]),
-                     imported only when asked for; a rank set's in one frame
+                     imported only when asked for (a rank set's: api.ranks_frame)
     model.py         the data model: Trace, Step, Phase, CpuOp, RuntimeCall, GpuWork, KernelStat
     timeline.py      arithmetic on the GPU lane: busy time, gaps, the GPU waiting on launches
     links.py         what a collective's GB/s mean: nccl-tests' algbw and busbw, the peak of the GPU's link
