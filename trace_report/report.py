@@ -348,7 +348,7 @@ def print_report(
             trace, console, kernels=graph_kernels, full_names=full_names, rows=rows), 2),
         ("the per-kernel tables", kernels_section, 1),
         ("the collectives", lambda: comm.print_communication(found, console, rows=rows) if found else None,
-         _collectives_keep(summary)),
+         _collectives_keep(summary, judged)),
         ("the verdict's numbers", lambda: print_verdict(trace, console, judged), 7),
         ("where the memory goes", lambda: print_memory(memory_peaks(trace), console, rows=rows), 6),
         ("what the profiler changed", lambda: print_observed(observed, console), 8),
@@ -383,8 +383,11 @@ def print_report(
 COLLECTIVES_SHARE = 0.10
 
 
-def _collectives_keep(summary) -> float:
-    """The collectives section's place in what is kept to fit a screen: from what the trace is made of."""
+def _collectives_keep(summary, judged: Verdict | None = None) -> float:
+    """The collectives section's place in what is kept to fit a screen: from what the trace is made of; first of all
+    for a rank the collectives pace (its verdict's numbers and the op table go before them)."""
+    if judged is not None and judged.kind == "communication-bound":
+        return 7.5
     comm_us = sum(row.us for row in summary.kinds if row.kind == COMMUNICATION)
     return 6.5 if summary.total_us and comm_us >= COLLECTIVES_SHARE * summary.total_us else 5
 

@@ -74,7 +74,8 @@ def _missing(r: Reading) -> list[str]:
 
 
 def print_advice(advice: Advice, console: Console, *, rows: int | None = BRIEF) -> None:
-    """The report's "What to change" section: the top `rows` findings whole (None: all), the rest a line each."""
+    """The report's "What to change" section. With `rows` (a screen's report), the first finding whole (what was
+    seen, the change, where), the next up to `rows` with their change, the rest a line each; None: every one whole."""
     step = f" of {us(advice.step_us)}" if advice.step_us else ""
     console.print(f"[bold]What to change[/bold] · ranked by the time each would give back per step{escape(step)}")
     width = max(40, console.width - 4)
@@ -87,7 +88,10 @@ def print_advice(advice: Advice, console: Console, *, rows: int | None = BRIEF) 
             console.print(f"  [dim]{escape(head)}[/dim]")
             continue
         console.print(f"  [bold]{escape(head)}[/bold]")
-        for label, text in (("seen", f.evidence), ("change", f.change), ("in", f.where)):
+        parts = (("seen", f.evidence), ("change", f.change), ("in", f.where))
+        if rows is not None and i > 1:
+            parts = (("change", f.change),)
+        for label, text in parts:
             if text:
                 for line in textwrap.wrap(f"{label}: {text}", width=width, subsequent_indent="  "):
                     console.print(f"    {escape(line)}", highlight=False)
@@ -95,6 +99,8 @@ def print_advice(advice: Advice, console: Console, *, rows: int | None = BRIEF) 
         text = "the trace lacks " + "; ".join(advice.missing)
         for line in textwrap.wrap(text, width=width + 2):
             console.print(f"  [dim]{escape(line)}[/dim]", highlight=False)
+    if rows is not None and advice.findings:
+        console.print("  [dim]each finding's evidence and basis: --rows 0, or --json's \"advice\"[/dim]")
     console.print()
 
 
