@@ -60,7 +60,8 @@ class Reading:
 
     @cached_property
     def replay(self) -> Replay | None:
-        return replay(self.trace, self.slowdown)
+        target = self.unprofiled.wall_us_per_step if self.unprofiled is not None else None
+        return replay(self.trace, self.slowdown, target if target and target > 0 else None)
 
     @cached_property
     def unprofiled(self) -> Unprofiled | None:

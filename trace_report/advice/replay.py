@@ -101,6 +101,15 @@ class Replay:
     slowdown: tuple[float, float]  # the CPU's slowdown under the profiler, least and most (profiler_costs.py)
     measured_us: float = 0.0  # the mean step period as the trace shows it
     fitted_us: float = 0.0  # the mean step period as the replay gives it, the CPU as recorded
+    # The step timed without the profiler, where the trace holds it: a saving is then the replay's share of its step
+    # applied to this one (the replay's absolute µs are the profiled step's, whatever the CPU's scale)
+    target_us: float | None = None
+
+    def given_back(self, before: float, after: float) -> float:
+        """What a step replayed `before` and `after` a change gives back, in the step the saving is said of."""
+        if self.target_us is not None and before > 0:
+            return (before - after) / before * self.target_us
+        return before - after
 
     @property
     def fits(self) -> bool:
@@ -118,7 +127,7 @@ class Replay:
                 total = 0.0
                 for s in self.steps:
                     events, tail = one(s)
-                    total += s.period(cpu_scale=scale) - s.period(events, tail, cpu_scale=scale)
+                    total += self.given_back(s.period(cpu_scale=scale), s.period(events, tail, cpu_scale=scale))
                 results.append(total / len(self.steps))
         return max(0.0, min(results)), max(0.0, max(results))
 
@@ -129,12 +138,13 @@ def scaled_saving(r: Replay, keep: tuple[float, float]) -> tuple[float, float]:
     results = []
     for scale in {1.0 / r.slowdown[0], 1.0 / r.slowdown[1]}:
         for k in keep:
-            results.append(sum(s.period(cpu_scale=scale) - s.period(s.events, s.tail, scale * k) for s in r.steps)
-                           / len(r.steps))
+            results.append(sum(r.given_back(s.period(cpu_scale=scale), s.period(s.events, s.tail, scale * k))
+                               for s in r.steps) / len(r.steps))
     return max(0.0, min(results)), max(0.0, max(results))
 
 
-def replay(trace: Trace, slowdown: tuple[float, float] = PROFILER_SLOWDOWN) -> Replay | None:
+def replay(trace: Trace, slowdown: tuple[float, float] = PROFILER_SLOWDOWN,
+           target_us: float | None = None) -> Replay | None:
     """The trace's steps as a Replay; None without a GPU lane or a CPU side to replay."""
     if not trace.has_gpu or not any(s.runtime for s in trace.steps):
         return None
@@ -144,7 +154,7 @@ def replay(trace: Trace, slowdown: tuple[float, float] = PROFILER_SLOWDOWN) -> R
     serial = busy > 0 and sum(w.dur for w in lane) <= (1 + OVERLAP_SHARE) * busy
     measured = sum(s.measured_us for s in steps) / len(steps)
     fitted = sum(s.period() for s in steps) / len(steps)
-    return Replay(steps, serial, slowdown, measured, fitted)
+    return Replay(steps, serial, slowdown, measured, fitted, target_us)
 
 
 def _step(step: Step) -> StepReplay:
