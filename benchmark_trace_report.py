@@ -12,8 +12,8 @@ that prints them:
     python benchmark_trace_report.py RUN_rank0.json RUN_rank1.json RUN_rank2.json RUN_rank3.json --ranks
 
 `--ranks`: the traces are the ranks of one run. trace-report on the first alone is timed against trace-report on all
-of them together (one process per trace), interleaved, and the goal is judged: all N at most 1.5× one (4 ranks; it
-needs a core per trace, the wall time of 4 parses on 2 cores is 2 parses at best).
+of them together (read as many at a time as there are cores), interleaved, and the goal is judged: all N at most 1.5×
+one (4 ranks; it needs a core per trace, the wall time of 4 parses on 2 cores is 2 parses at best).
 
 `--large SOURCE`: traces of real size built from a real one (`grow_trace`: its steps repeated, times shifted, ids,
 correlations and step numbers renumbered, under --scratch, never in the checkout), at each of `--sizes` MB (100 and
@@ -158,7 +158,7 @@ def build_parser() -> ArgumentParser:
                         help="folder for trace_report_speed.json (default: bench_results)")
     parser.add_argument("--ranks", action="store_true",
                         help="the traces are the ranks of one run: time trace-report on the first alone against "
-                        "trace-report on all of them (read one process per trace); goal: at most "
+                        "trace-report on all of them (read a core each); goal: at most "
                         f"{GOAL_RANKS_RATIO:g}× (writes trace_report_ranks_speed.json)")
     parser.add_argument("--large", action="store_true",
                         help="build traces of --sizes MB from the (one) trace given, under --scratch, and time "

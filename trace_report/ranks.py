@@ -1,8 +1,9 @@
 """Several ranks of one distributed run, read together: each rank's figures in a row, how far apart the ranks
 reached each collective (skew), and the rank the others wait for (the straggler) with the reason its trace gives.
 
-The traces are read at once, the first here and each other in a process of its own (parsing JSON holds the GIL:
-threads would take turns). What comes back from each process is small, the figures this report prints
+The traces are read as many at a time as there are cores (`--jobs`), here and in a pool of processes (parsing JSON
+holds the GIL: threads would take turns), or by any concurrent.futures.Executor given; never a process per trace: 64
+ranks would hold 64 parsed traces at once. What comes back from each trace is small, the figures this report prints
 (`RankFigures`) and the trace's collectives: the parsed trace itself would cost as much to send back as to parse (a
 30 MB trace: 1.5 s to read, 1.5 s to pickle and 1.2 s to unpickle on this project's 2-core CI machine; its figures
 and collectives, 0.03 s and 1.6 MB). `keep_traces=True` (trace-report --json, which prints every event's figures)
@@ -17,6 +18,8 @@ here imports torch.
 
 from __future__ import annotations
 
+import concurrent.futures
+import os
 import re
 import statistics
 from collections import Counter
@@ -29,7 +32,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from trace_report.console import Console, clipped
-from trace_report.errors import UsageError
+from trace_report.errors import UsageError, note
 from trace_report.attribution import rank_owner_rows
 from trace_report.communication import Collective, Communication, KindRow, communication, distributed_info
 from trace_report.communication import figure_text, size_text
@@ -102,23 +105,49 @@ def is_rank_set(paths: Sequence[str | Path]) -> bool:
     return len({m["run"] for m in found}) == 1 and len({int(m["rank"]) for m in found}) == len(found)
 
 
-def read_ranks(paths: Sequence[str | Path], *, parallel: bool | None = None,
-               keep_traces: bool = False) -> list[RankTrace]:
+def read_ranks(paths: Sequence[str | Path], *, parallel: bool | None = None, keep_traces: bool = False,
+               jobs: int | None = None, executor: concurrent.futures.Executor | None = None,
+               skip_bad: bool = False) -> list[RankTrace]:
     """Read each rank's trace; the rank comes from the trace's own `distributedInfo`, else from `_rank<r>` in its
     name, else from its place on the command line. Sorted by rank; the same rank twice is an error (one line).
 
-    Several traces are read at once, one process per trace, unless `parallel` is False or `keep_traces` asks for
-    the parsed traces; where processes cannot start (a sandbox, no semaphores), one after the other."""
-    jobs = [(i, path, keep_traces) for i, path in enumerate(paths)]
-    ranks = None
-    if (parallel if parallel is not None else True) and len(jobs) > 1 and not keep_traces:
-        ranks = _read_in_processes(jobs)
-    if ranks is None:
-        ranks = [_read_rank(job) for job in jobs]
+    Each trace is reduced to its figures and collectives where it is read (`_read_rank`): only those come back. The
+    traces are read `jobs` at a time (default: the cores), in a pool of that many processes, never one per trace; or
+    by `executor`, any concurrent.futures.Executor (a process pool, a cluster's); one after the other when `parallel`
+    is False, `keep_traces` asks for the parsed traces, or processes cannot start (a sandbox, no semaphores). A trace
+    that cannot be read stops the run with one line that names it, unless `skip_bad`: then the others are read, and
+    each one skipped is a note on stderr."""
+    todo = [(i, path, keep_traces) for i, path in enumerate(paths)]
+    workers = min(len(todo), jobs if jobs is not None else os.cpu_count() or 1)
+    results: list[RankTrace | str] | None = None
+    if executor is not None and not keep_traces:
+        results = list(executor.map(_read_rank_or_why, todo))
+    elif (parallel if parallel is not None else True) and workers > 1 and not keep_traces:
+        results = _read_in_processes(todo, workers)
+    if results is None:
+        results = [_read_rank_or_why(job) for job in todo]
+    ranks = [r for r in results if isinstance(r, RankTrace)]
+    bad = [why for why in results if isinstance(why, str)]
+    if bad and not skip_bad:
+        more = f" ({len(bad) - 1} more bad)" if len(bad) > 1 else ""
+        rest = f"; --skip_bad reads the other {len(ranks)}" if ranks else ""
+        raise UsageError(f"{bad[0]}{more}{rest}")
+    for why in bad:
+        note(f"skipped {why}")
+    if not ranks:
+        raise UsageError(f"none of the {len(todo)} traces could be read")
     seen = Counter(r.rank for r in ranks)
     if twice := [rank for rank, n in seen.items() if n > 1]:
         raise UsageError(f"rank {twice[0]} comes twice among the traces: give each rank's trace once")
     return sorted(ranks, key=lambda r: r.rank)
+
+
+def _read_rank_or_why(job: tuple[int, str | Path, bool]) -> RankTrace | str:
+    """The rank's figures, or the one line that says why its trace cannot be read (it names the file)."""
+    try:
+        return _read_rank(job)
+    except UsageError as err:
+        return str(err)
 
 
 def _read_rank(job: tuple[int, str | Path, bool]) -> RankTrace:
@@ -137,12 +166,11 @@ def _read_rank(job: tuple[int, str | Path, bool]) -> RankTrace:
     return RankTrace(rank, comm, figures, host, trace if keep else None)
 
 
-def _read_in_processes(jobs: list) -> list[RankTrace] | None:
-    """The first trace here, each other in a process of its own, at the same time; None where processes cannot
-    start or die (the caller reads them all here then). A trace that cannot be read raises its own one-line error,
-    as read here would. Ctrl-C reaches the workers too (one process group): they ignore it, and the parent ends
-    them, so that it alone says one line."""
-    import concurrent.futures
+def _read_in_processes(todo: list, workers: int) -> list[RankTrace | str] | None:
+    """The traces read `workers` at a time: this process reads one as the pool's `workers - 1` processes read
+    others, each taking the next trace as it finishes (a trace whole per task: what comes back is its figures).
+    None where processes cannot start or die (the caller reads them all here then). Ctrl-C reaches the workers too
+    (one process group): they ignore it, and the parent ends them, so that it alone says one line."""
     import multiprocessing
     import sys
     import threading
@@ -158,14 +186,28 @@ def _read_in_processes(jobs: list) -> list[RankTrace] | None:
         context = multiprocessing.get_context(method)
         if method == "forkserver":
             context.set_forkserver_preload([__name__])  # imported once, in the server: each worker forks from it
-        pool = concurrent.futures.ProcessPoolExecutor(max_workers=len(jobs) - 1, mp_context=context,
+        pool = concurrent.futures.ProcessPoolExecutor(max_workers=workers - 1, mp_context=context,
                                                       initializer=_ignore_interrupts)
     except (OSError, RuntimeError, ValueError):
         return None
     try:
-        others = [pool.submit(_read_rank, job) for job in jobs[1:]]
-        first = _read_rank(jobs[0])
-        return [first, *(future.result() for future in others)]
+        results: list[RankTrace | str | None] = [None] * len(todo)
+        # The pool takes the traces from the end, this process from the start, until they meet: no trace waits for
+        # a worker while this process idles, none is read twice.
+        queue = list(range(len(todo)))
+        running: dict[concurrent.futures.Future, int] = {}
+        while queue or running:
+            while queue and len(running) < workers - 1:
+                k = queue.pop()
+                running[pool.submit(_read_rank_or_why, todo[k])] = k
+            if queue:
+                k = queue.pop(0)
+                results[k] = _read_rank_or_why(todo[k])
+            done, _ = concurrent.futures.wait(running, timeout=0 if queue else None,
+                                              return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in done:
+                results[running.pop(future)] = future.result()
+        return results  # type: ignore[return-value]
     except (OSError, concurrent.futures.process.BrokenProcessPool):
         return None
     except BaseException:

@@ -36,7 +36,7 @@ from typing import Sequence
 from rich.markup import escape
 from rich.table import Table
 
-from trace_report.cli import ArgumentParser, count_or_zero
+from trace_report.cli import ArgumentParser, count_or_zero, positive_int
 from trace_report.console import Column, Console, clipped, fitted_table
 from trace_report.errors import CannotRunHere, UsageError, exits_cleanly, note
 from trace_report.files import writable_file
@@ -92,6 +92,10 @@ def build_parser() -> ArgumentParser:
         help="read the traces as the ranks of one distributed run: a row per rank, the skew between them "
         "(automatic when the names are RUN_rank0.json, RUN_rank1.json, ...)",
     )
+    parser.add_argument("--jobs", type=positive_int, default=None, metavar="N",
+                        help="ranks: read N traces at a time (default: one per core)")
+    parser.add_argument("--skip_bad", action="store_true",
+                        help="ranks: a trace that cannot be read is skipped (a note on stderr), not the end of the run")
     # --- end communication ---
     parser.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
     parser.add_argument("--fail_slower", type=_percent_flag, default=None, metavar="PCT",
@@ -247,10 +251,10 @@ def _percent_flag(text: str) -> float:
 
 def _ranks_main(paths: list[str], args) -> int:
     """The ranks of one run: each rank's collectives and steps in a row, the skew between them, the straggler, and
-    per rank each collective with its bucket or unit (attribution.py). The traces are read one process each."""
+    per rank each collective with its bucket or unit (attribution.py). The traces are read --jobs at a time."""
     if len(paths) < 2:
         raise UsageError("--ranks reads two traces or more, one per rank of the same run")
-    ranks = rank_traces.read_ranks(paths, keep_traces=args.json)
+    ranks = rank_traces.read_ranks(paths, keep_traces=args.json, jobs=args.jobs, skip_bad=args.skip_bad)
     if args.json:
         lag = rank_traces.skew(ranks)
         slow = rank_traces.straggler(ranks, lag)

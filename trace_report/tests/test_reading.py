@@ -3,7 +3,9 @@ back to json.loads, and the reader still works without msgspec installed."""
 
 from __future__ import annotations
 
+import gzip
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -102,3 +104,118 @@ def test_without_msgspec_the_standard_library_reads_the_same():
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == json.loads(json.dumps(trace_to_dict(read_trace(path))))
+
+
+# --- several ranks ---------------------------------------------------------------------------------------------
+
+RANKS = [FIXTURES / f"h100x2/64_128_768_3072_tp2_overlap4_eager_rank{r}.json.gz" for r in (0, 1)]
+
+
+def rank_set(tmp_path: Path, copies: int = 2, bad: int | None = None) -> list[Path]:
+    """`copies` ranks of one run, rank r a copy of RANKS[r % 2] (its distributedInfo's rank r); rank `bad` cut short
+    halfway."""
+    paths = []
+    for r in range(copies):
+        doc = json.loads(gzip.decompress(RANKS[r % 2].read_bytes()))
+        doc["distributedInfo"] = {**doc.get("distributedInfo", {}), "rank": r}
+        data = gzip.compress(json.dumps(doc).encode(), compresslevel=1)
+        path = tmp_path / f"run_rank{r}.json.gz"
+        path.write_bytes(data[: len(data) // 2] if r == bad else data)
+        paths.append(path)
+    return paths
+
+
+def figures(ranks) -> list:
+    return [(r.rank, r.figures) for r in ranks]
+
+
+def test_ranks_read_by_any_executor_match_those_read_here(tmp_path):
+    import concurrent.futures
+
+    from trace_report.ranks import read_ranks
+
+    paths = rank_set(tmp_path, 4)
+    here = read_ranks(paths, parallel=False)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        assert figures(read_ranks(paths, executor=pool)) == figures(here)
+    assert [r.rank for r in here] == [0, 1, 2, 3]
+
+
+def test_ranks_are_read_by_as_many_workers_as_jobs_not_one_process_per_trace(tmp_path, monkeypatch):
+    import concurrent.futures
+
+    from trace_report import ranks as rank_traces
+
+    pools = []
+
+    class Counted(concurrent.futures.ThreadPoolExecutor):  # threads: the same scheduling, no fork in a test
+        def __init__(self, max_workers, mp_context=None, initializer=None):
+            pools.append(max_workers)
+            super().__init__(max_workers)
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", Counted)
+    paths = rank_set(tmp_path, 5)
+    found = rank_traces.read_ranks(paths, jobs=2)
+    assert pools == [1] and [r.rank for r in found] == [0, 1, 2, 3, 4]  # this process and one worker
+    assert figures(found) == figures(rank_traces.read_ranks(paths, parallel=False))
+    monkeypatch.setattr(rank_traces.os, "cpu_count", lambda: 3)
+    rank_traces.read_ranks(paths)
+    assert pools == [1, 2]  # by default as many as the cores
+
+
+def test_a_bad_rank_is_named_and_skip_bad_reads_the_others(tmp_path, capsys):
+    from trace_report.errors import UsageError
+    from trace_report.ranks import read_ranks
+
+    paths = rank_set(tmp_path, 3, bad=1)
+    with pytest.raises(UsageError) as err:
+        read_ranks(paths, parallel=False)
+    line = str(err.value)
+    assert "run_rank1.json.gz" in line and "cut short" in line and "--skip_bad reads the other 2" in line
+    assert "\n" not in line
+    capsys.readouterr()
+    ranks = read_ranks(paths, parallel=False, skip_bad=True)
+    assert [r.rank for r in ranks] == [0, 2]
+    err = capsys.readouterr().err
+    assert "skipped" in err and "run_rank1.json.gz" in err
+
+
+def test_the_command_line_names_the_bad_rank_and_skips_it_when_asked(tmp_path):
+    from trace_report.tests.support import run_report
+
+    paths = [str(p) for p in rank_set(tmp_path, 3, bad=2)]
+    run = run_report(*paths, "--jobs", "2", timeout=120)
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and len(lines) == 1 and "run_rank2.json.gz" in lines[0], run.stderr
+    run = run_report(*paths, "--jobs", "2", "--skip_bad", timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "2 ranks" in run.stdout and "run_rank2.json.gz" in run.stderr and "skipped" in run.stderr
+
+
+# --- bad input at any size -------------------------------------------------------------------------------------
+
+
+def test_a_trace_cut_anywhere_is_one_line_that_says_where(tmp_path):
+    whole = gzip.decompress(SAMPLES[0].read_bytes()).decode()
+    assert len(whole) > 2 * source.CHUNK_CHARS  # cuts in the first chunk, the middle ones and the last
+    for fraction in (0.0001, 0.25, 0.5, 0.75, 0.9999):
+        at = int(len(whole) * fraction)
+        path = tmp_path / f"cut_{fraction}.json"
+        path.write_text(whole[:at])
+        with pytest.raises(source.UsageError) as err:
+            read_trace(path)
+        line = str(err.value)
+        assert "\n" not in line and str(path) in line and "cut short" in line, line
+        where = int(re.search(r"character ([\d,]+)$", line)[1].replace(",", ""))
+        assert at - 1000 <= where <= at, line  # the value it broke in, near the cut
+
+
+def test_garbage_in_the_middle_of_a_large_trace_is_one_line_that_says_where(tmp_path):
+    text = gzip.decompress(SAMPLES[0].read_bytes()).decode()
+    at = text.index('{"ph"', len(text) // 2) if '{"ph"' in text else text.index("{", len(text) // 2)
+    path = tmp_path / "garbage.json"
+    path.write_text(text[:at] + "{oops" + text[at:])
+    with pytest.raises(source.UsageError) as err:
+        read_trace(path)
+    line = str(err.value)
+    assert "\n" not in line and "not valid JSON" in line and f"character {at + 1:,}" in line, line
