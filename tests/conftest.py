@@ -14,7 +14,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,7 +28,7 @@ def _cache_bytecode_for_child_processes() -> None:
     compile-bytecode): uv then compiles at every `uv run`, a line on the lesson's stderr and half a second or more."""
     if not (sys.flags.dont_write_bytecode or os.environ.get("PYTHONDONTWRITEBYTECODE")) or os.environ.get("PYTHONPYCACHEPREFIX"):
         return
-    if os.path.exists(importlib.util.cache_from_source(torch.__file__)):
+    if os.path.exists(importlib.util.cache_from_source(importlib.util.find_spec("torch").origin)):
         return  # the venv has its bytecode: a folder of their own would be compiled again, once
     user = os.getuid() if hasattr(os, "getuid") else os.environ.get("USERNAME", "user")
     os.environ["PYTHONPYCACHEPREFIX"] = os.path.join(tempfile.gettempdir(), f"profiling-in-pytorch-tests-pycache-{user}")
@@ -39,9 +38,26 @@ def _cache_bytecode_for_child_processes() -> None:
 _cache_bytecode_for_child_processes()
 
 
+def _threads_per_worker() -> None:
+    """In pytest-xdist's workers (pyproject's addopts), each worker and every lesson or torchrun it starts gets its
+    share of the cores for its intra-op threads (OMP_NUM_THREADS, inherited by the children): two workers on 2 cores
+    at one thread each, instead of two threads each racing the other worker's two. Set before this file imports torch,
+    which reads it then. An OMP_NUM_THREADS already set is kept; a run without workers (`-n 0`) keeps torch's
+    default."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers < 1 or "OMP_NUM_THREADS" in os.environ:
+        return
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    os.environ["OMP_NUM_THREADS"] = str(max(1, cores // workers))
+
+
+_threads_per_worker()
+
+
 if str(ROOT) not in sys.path:  # lessons are importable by name: importlib.import_module("03_simple_mlp")
     sys.path.insert(0, str(ROOT))
 
+import torch  # noqa: E402  (after OMP_NUM_THREADS is set, above)
 from profiled_traces import profile_cpu_mlp  # noqa: E402
 
 from trace_report import read_trace  # noqa: E402  (after the sys.path line above)
@@ -51,6 +67,19 @@ from trace_report.tests.support import (  # noqa: E402, F401  (the traces the su
 )
 
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def pytest_xdist_auto_num_workers(config) -> int:
+    """How many workers `-n auto` (pyproject's addopts) starts: one per core without a GPU, whole test files each
+    (--dist loadfile, so that a file's module fixtures run once): the suite's tests mostly start Python processes
+    (lessons, torchrun, trace-report), so it takes about half as long on 2 cores as in one process. With a GPU visible, none: the GPU tests time kernels and
+    read the GPU's clocks, and two workers on one GPU would time each other's work. PYTEST_XDIST_AUTO_NUM_WORKERS,
+    where set, decides, as it does in xdist's own rule."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return int(os.environ["PYTEST_XDIST_AUTO_NUM_WORKERS"])
+    if torch.cuda.is_available():
+        return 0
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def run_script(script: str, *args: str, env: dict | None = None, timeout: float = 600, cwd: Path = ROOT):
