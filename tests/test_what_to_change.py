@@ -70,6 +70,12 @@ def test_the_planted_cpu_trace_shows_the_habits_a_cpu_shows(cpu_runs):
         assert 0 <= low <= high, finding
 
 
+def test_the_advice_points_at_the_lessons_step_function(cpu_runs):
+    folder, _, _ = cpu_runs
+    loop = trace_report.read(folder / PLANTED).advice.finding("loop-kernels")
+    assert loop.where is not None and loop.where.startswith(f"step() in {SCRIPT}:"), loop.where
+
+
 def test_the_fixed_cpu_trace_shows_none_of_them(cpu_runs):
     folder, _, _ = cpu_runs
     advice = trace_report.read(folder / FIXED_ALL).advice

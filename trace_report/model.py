@@ -67,6 +67,10 @@ class CpuOp:
     # The recorded values of its scalar arguments ("Concrete Inputs": "True", "0.125", "[2, 2]"), kept for the ops
     # whose FLOPs depend on them (attention's is_causal, a convolution's stride and padding: reader.CONCRETE_OPS).
     concrete_inputs: tuple = ()
+    # The innermost function of the reader's own code around it, `step() in train.py:42` (the line where it starts),
+    # from the Python frames (with_stack=True), libraries' frames (torch, transformers, the standard library, ...)
+    # left out. None without stacks, or inside a library only (autograd's thread runs the backward with no frame).
+    source: str | None = None
 
 
 @dataclass(slots=True)

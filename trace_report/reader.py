@@ -32,6 +32,7 @@ import gzip
 import itertools
 import math
 import re
+import sys
 import zlib
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -145,6 +146,9 @@ class _Collector:
         self.gpu: list[GpuWork] = []
         self.python_frames: list[tuple[Any, Any, float, float]] = []  # pid, tid, ts, dur: for self times
         self.module_frames: list[tuple[Any, Any, float, float, str]] = []  # pid, tid, ts, dur, name: `nn.Module: X_N`
+        # pid, tid, ts, dur, `train.py:42`: the frames of the reader's own code (user_line), and each name's line
+        self.source_frames: list[tuple[Any, Any, float, float, str]] = []
+        self.user_lines: dict[str, str | None] = {}
         self.flow_start: dict[Any, tuple] = {}  # ac2g id -> (pid, tid, ts) of the runtime call
         self.flow_end: dict[tuple, Any] = {}  # (pid, tid, ts) of the GPU work -> ac2g id
         self.skipped: Counter = Counter()  # why -> how many events we could not use (a pid that is a list, ...)
@@ -239,6 +243,12 @@ class _Collector:
                 self.python_frames.append((pid, tid, ts, dur))
                 if name.startswith(MODULE_PREFIX):
                     self.module_frames.append((pid, tid, ts, dur, name))
+                elif ".py(" in name:
+                    line = self.user_lines.get(name, False)
+                    if line is False:
+                        line = self.user_lines[name] = user_line(name)
+                    if line is not None:
+                        self.source_frames.append((pid, tid, ts, dur, line))
         elif (ph == "s" or ph == "f") and ev.cat == "ac2g":
             flow_id, pid, tid, ts = ev.id, ev.pid, ev.tid, ev.ts
             if type(flow_id) not in _SCALAR:
@@ -343,6 +353,9 @@ class _Collector:
                 if step is not None:
                     step.module_calls[module] += 1
         self.module_frames.clear()
+        if self.source_frames:
+            _place_in_source(self.source_frames, self.ops)
+            self.source_frames.clear()
 
         starts = [s.ts for s in steps]
         ops_outside: list[CpuOp] = []
@@ -450,6 +463,76 @@ def _nest(ops: list[CpuOp], runtime: list[RuntimeCall], launches: Counter) -> No
                 stack.append(item)
                 paths.append(paths[-1] + (item.name,))
                 launchers.append(launchers[-1] if item.is_label else item)
+
+
+# Where a Python frame's file belongs to a library, not to the script that profiles: the first folder of its path
+# (Kineto writes paths from site-packages on: `torch/nn/modules/module.py(1751): _call_impl`), or a standard-library
+# module (`dataclasses.py(1248): <genexpr>`).
+LIBRARIES = frozenset({
+    "torch", "torchvision", "torchaudio", "torchao", "triton", "transformers", "accelerate", "diffusers", "timm",
+    "peft", "datasets", "tokenizers", "safetensors", "huggingface_hub", "kernels", "liger_kernel", "flash_attn",
+    "xformers", "apex", "deepspeed", "lightning", "pytorch_lightning", "vllm", "sglang", "numpy", "einops",
+    "megatron", "fairscale", "functorch", "profiling_in_pytorch", "trace_report", "importlib", "concurrent",
+    "multiprocessing", "asyncio", "json", "encodings", "collections", "logging", "unittest", "typing_extensions",
+})
+_FRAME = re.compile(r"^(.*?\.py)\((\d+)\): (\S+)")
+
+
+def user_line(name: str) -> str | None:
+    """`step() in train.py:42` for a Python frame of the reader's own code (`train.py(42): step`: the line is where the
+    function starts, as the profiler records it), None for a library's."""
+    found = _FRAME.match(name)
+    if found is None:
+        return None
+    path = found.group(1).replace("\\", "/")
+    if "site-packages/" in path or "dist-packages/" in path or "/lib/python" in path or path.startswith("<"):
+        return None
+    parts = [p for p in path.split("/") if p]
+    if not parts:
+        return None
+    first = parts[0] if len(parts) > 1 else parts[0][: -len(".py")]
+    if first in LIBRARIES or (len(parts) == 1 and first in _STDLIB):
+        return None
+    return f"{found.group(3)}() in {parts[-1]}:{found.group(2)}"
+
+
+_STDLIB = frozenset(getattr(sys, "stdlib_module_names", ()))
+
+
+def _place_in_source(frames: list[tuple], ops: list[CpuOp]) -> None:
+    """Give each op the innermost frame of the reader's own code open when it starts (CpuOp.source), by a timeline
+    per thread as `_place_in_modules` builds its chains: the frames nest as Python calls do."""
+    threads: dict[tuple, list] = defaultdict(list)
+    for pid, tid, ts, dur, line in frames:
+        threads[(pid, tid)].append((ts, -dur, line))
+    timelines: dict[tuple, tuple[list[float], list]] = {}
+    for lane, items in threads.items():
+        items.sort(key=lambda item: item[:2])
+        points: list[float] = []
+        lines: list = []
+        stack: list[tuple[float, str]] = []  # (end, line) of the frames open now
+        for ts, neg_dur, line in items:
+            while stack and stack[-1][0] <= ts:
+                end = stack.pop()[0]
+                points.append(end)
+                lines.append(stack[-1][1] if stack else None)
+            end = ts - neg_dur
+            if stack:
+                end = min(end, stack[-1][0])
+            stack.append((end, line))
+            points.append(ts)
+            lines.append(line)
+        while stack:
+            end = stack.pop()[0]
+            points.append(end)
+            lines.append(stack[-1][1] if stack else None)
+        timelines[lane] = (points, lines)
+    for op in ops:
+        timeline = timelines.get((op.pid, op.tid))
+        if timeline is not None:
+            i = bisect.bisect_right(timeline[0], op.ts) - 1
+            if i >= 0:
+                op.source = timeline[1][i]
 
 
 def _place_in_modules(frames: list[tuple], ops: list[CpuOp], runtime: list[RuntimeCall]) -> list[tuple]:

@@ -3,7 +3,7 @@ give back per step as a range, the evidence, and the line of code to paste.
 
     import trace_report
     advice = trace_report.read("train.json").advice      # Advice: findings, largest saving first
-    advice.findings[0].rule, .change, .saving_us, .share_of_step, .basis, .source, .where (its modules)
+    advice.findings[0].rule, .change, .saving_us, .share_of_step, .basis, .source, .where (train.py:42, its modules)
     advice.finding("sync")                                 # one rule's finding, or None
 
 One module per family of rule, beside the analysis it reads:
@@ -69,7 +69,7 @@ def _missing(r: Reading) -> list[str]:
     if r.trace.has_gpu and not r.has_shapes:
         lacks.append("shapes (record_shapes=True): GEMMs' FLOPs for the fp32 and alignment rules")
     if not r.has_stacks:
-        lacks.append("Python stacks (with_stack=True): the module each pattern sits in")
+        lacks.append("Python stacks (with_stack=True): the line of your code and the module each pattern sits in")
     return lacks
 
 
@@ -88,7 +88,7 @@ def print_advice(advice: Advice, console: Console, *, rows: int | None = BRIEF) 
             console.print(f"  [dim]{escape(head)}[/dim]")
             continue
         console.print(f"  [bold]{escape(head)}[/bold]")
-        parts = (("seen", f.evidence), ("change", f.change), ("in", f.where))
+        parts = (("seen", f.evidence), ("change", f.change), ("at", f.where))
         if rows is not None and i > 1:
             parts = (("change", f.change),)
         for label, text in parts:

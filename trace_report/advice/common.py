@@ -115,11 +115,17 @@ def launcher_chain(call: RuntimeCall) -> tuple[str, ...]:
 
 
 def where_of(ops) -> str | None:
-    """The modules most of `ops` ran in, outermost first (`Sequential > Block > Linear`), where the trace recorded
-    Python stacks (with_stack=True: CpuOp.modules); else None."""
-    chains = Counter(tuple(getattr(op, "modules", ()) or ()) for op in ops if op is not None)
-    chains.pop((), None)
-    return " > ".join(chains.most_common(1)[0][0]) if chains else None
+    """Where most of `ops` come from, in a trace recorded with Python stacks (with_stack=True): the line of the
+    reader's own code (`train.py:42`, CpuOp.source) and the modules they ran in (`Sequential > Block`); else None."""
+    ops = [op for op in ops if op is not None]
+    lines = Counter(op.source for op in ops if op.source)
+    chains = Counter(tuple(op.modules) for op in ops if op.modules)
+    parts = []
+    if lines:
+        parts.append(lines.most_common(1)[0][0])
+    if chains:
+        parts.append("in " + " > ".join(chains.most_common(1)[0][0]))
+    return ", ".join(parts) or None
 
 
 def megabytes(n: float) -> str:

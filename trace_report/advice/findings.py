@@ -1,7 +1,7 @@
 """What the advice says, as values: a `Finding` per change worth making, and `Advice`, the findings ranked.
 
 A finding is one rule's answer on one trace: the rule (a stable id, `"pageable-copy"`), what the trace shows of it
-(the evidence: ops, kernels, counts per step, the modules it sits in when the trace has stacks), the change as a line of
+(the evidence: ops, kernels, counts per step, the Python line and modules it sits in when the trace has stacks), the change as a line of
 code the reader pastes, and what the change would give back per step as a range (low, high) in µs, with the basis of
 the estimate in words and where the idea comes from. `Advice` ranks them by that saving, and says once what the trace
 lacks for the rules it could not run (shapes, stacks, a CPU lane, steps), with the profiler flag that records it.
@@ -28,7 +28,7 @@ class Finding:
     step_us: float  # the step's period the saving is a share of
     basis: str  # how the saving was estimated, in words
     source: str  # where the rule comes from: torch.profiler's pattern matcher, Nsight Systems' rules, ...
-    where: str | None = None  # the modules the pattern sits in (`Sequential > Block`), when the trace has stacks
+    where: str | None = None  # `train.py:42, in Sequential > Block`: the line and modules, when the trace has stacks
     count_per_step: float | None = None  # how many times a step shows the pattern
 
     @property

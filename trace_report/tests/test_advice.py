@@ -165,3 +165,21 @@ def test_the_report_shows_the_top_findings_right_after_the_verdict():
     section = lines[advice_at:advice_at + 25]
     assert any("change: DataLoader(" in line for line in section)
     assert all(len(line) <= 100 for line in section)
+
+
+# --- where in the reader's code ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("frame, line", [
+    ("12_what_to_change.py(208): step", "step() in 12_what_to_change.py:208"),
+    ("/home/u/proj/src/train.py(42): train_step", "train_step() in train.py:42"),
+    ("src/model.py(12): forward", "forward() in model.py:12"),
+    ("torch/nn/modules/module.py(1751): _call_impl", None),  # a library's frame
+    ("transformers/utils/generic.py(642): _replace_old_cache_name", None),
+    ("dataclasses.py(1248): <genexpr>", None),  # the standard library's
+    ("/usr/lib/python3.11/contextlib.py(10): helper", None),
+    ("<built-in method get of dict object at 0x7f26c199d080>", None),
+])
+def test_a_python_frame_is_the_readers_own_code_or_a_librarys(frame, line):
+    from trace_report.reader import user_line
+    assert user_line(frame) == line
