@@ -500,39 +500,52 @@ _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ()))
 
 
 def _place_in_source(frames: list[tuple], ops: list[CpuOp]) -> None:
-    """Give each op the innermost frame of the reader's own code open when it starts (CpuOp.source), by a timeline
-    per thread as `_place_in_modules` builds its chains: the frames nest as Python calls do."""
+    """Give each op the innermost frame of the reader's own code open when it starts (CpuOp.source)."""
     threads: dict[tuple, list] = defaultdict(list)
     for pid, tid, ts, dur, line in frames:
         threads[(pid, tid)].append((ts, -dur, line))
+    _place(_timelines(threads, lambda outer, line: line, None), (ops,), "source")
+
+
+def _timelines(threads: dict[tuple, list], nest, empty) -> dict[tuple, tuple[list[float], list]]:
+    """Per thread, what its frames (ts, -dur, label) say from each instant on: `nest(outer, label)` for the frame
+    open then, inside the value of the one around it (`empty` outside all), as points and values (from points[i] on,
+    until points[i + 1], values[i] holds). The frames nest on their thread as Python calls do."""
     timelines: dict[tuple, tuple[list[float], list]] = {}
     for lane, items in threads.items():
-        items.sort(key=lambda item: item[:2])
+        items.sort(key=lambda item: item[:2])  # by start, outer (longer) frames first
         points: list[float] = []
-        lines: list = []
-        stack: list[tuple[float, str]] = []  # (end, line) of the frames open now
-        for ts, neg_dur, line in items:
-            while stack and stack[-1][0] <= ts:
+        values: list = []
+        stack: list[tuple[float, object]] = []  # (end, value) of the frames open now
+        for ts, neg_dur, label in items:
+            while stack and stack[-1][0] <= ts:  # it returned before this frame: not around it
                 end = stack.pop()[0]
                 points.append(end)
-                lines.append(stack[-1][1] if stack else None)
+                values.append(stack[-1][1] if stack else empty)
             end = ts - neg_dur
-            if stack:
+            if stack:  # a frame that outlasts its caller's (a clock's rounding) ends with it: the points stay sorted
                 end = min(end, stack[-1][0])
-            stack.append((end, line))
+            stack.append((end, nest(stack[-1][1] if stack else empty, label)))
             points.append(ts)
-            lines.append(line)
+            values.append(stack[-1][1])
         while stack:
             end = stack.pop()[0]
             points.append(end)
-            lines.append(stack[-1][1] if stack else None)
-        timelines[lane] = (points, lines)
-    for op in ops:
-        timeline = timelines.get((op.pid, op.tid))
-        if timeline is not None:
-            i = bisect.bisect_right(timeline[0], op.ts) - 1
-            if i >= 0:
-                op.source = timeline[1][i]
+            values.append(stack[-1][1] if stack else empty)
+        timelines[lane] = (points, values)
+    return timelines
+
+
+def _place(timelines: dict, groups, attribute: str) -> None:
+    """Set each box's `attribute` to its thread's value at the box's start: the last instant at or before it (a frame
+    that starts with the box holds it, one that ends as it starts does not)."""
+    for boxes in groups:
+        for box in boxes:
+            timeline = timelines.get((box.pid, box.tid))
+            if timeline is not None:
+                i = bisect.bisect_right(timeline[0], box.ts) - 1
+                if i >= 0:
+                    setattr(box, attribute, timeline[1][i])
 
 
 def _place_in_modules(frames: list[tuple], ops: list[CpuOp], runtime: list[RuntimeCall]) -> list[tuple]:
@@ -553,37 +566,8 @@ def _place_in_modules(frames: list[tuple], ops: list[CpuOp], runtime: list[Runti
             module = types[name] = _INSTANCE.sub("", name[len(MODULE_PREFIX) :])
         typed.append((pid, tid, ts, dur, module))
         threads[(pid, tid)].append((ts, -dur, module))
-    timelines: dict[tuple, tuple[list[float], list[tuple[str, ...]]]] = {}
-    for lane, items in threads.items():
-        items.sort(key=lambda item: item[:2])  # by start, outer (longer) frames first
-        points: list[float] = []  # from points[i] on, until points[i + 1], chains[i] is open
-        chains: list[tuple[str, ...]] = []
-        stack: list[tuple[float, tuple[str, ...]]] = []  # (end, chain) of the frames open now
-        for ts, neg_dur, module in items:
-            while stack and stack[-1][0] <= ts:  # it returned before this frame: not around it
-                end = stack.pop()[0]
-                points.append(end)
-                chains.append(stack[-1][1] if stack else ())
-            end = ts - neg_dur
-            if stack:  # a frame that outlasts its caller's (a clock's rounding) ends with it: the points stay sorted
-                end = min(end, stack[-1][0])
-            stack.append((end, (stack[-1][1] if stack else ()) + (module,)))
-            points.append(ts)
-            chains.append(stack[-1][1])
-        while stack:
-            end = stack.pop()[0]
-            points.append(end)
-            chains.append(stack[-1][1] if stack else ())
-        timelines[lane] = (points, chains)
-    for boxes in (ops, runtime):
-        for box in boxes:
-            timeline = timelines.get((box.pid, box.tid))
-            if timeline is not None:
-                # the last instant at or before the box's start: a frame that starts with the box holds it, one
-                # that ends as it starts does not
-                i = bisect.bisect_right(timeline[0], box.ts) - 1
-                if i >= 0:
-                    box.modules = timeline[1][i]
+    # one tuple per frame, the chain of module types open, shared by the boxes inside it
+    _place(_timelines(threads, lambda outer, module: outer + (module,), ()), (ops, runtime), "modules")
     return typed
 
 
