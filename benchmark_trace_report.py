@@ -70,14 +70,12 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
+from benchmark_large_traces import large_speed
+from benchmark_runs import MB, ROOT, Command, Run, console, run_once
 from trace_report.cli import ArgumentParser, positive_int
-from trace_report.console import Console
 from trace_report.errors import CannotRunHere, UsageError
 from trace_report.files import writable_dir, writable_file, write_atomically
 from trace_report.source import TraceSource, open_text
-
-ROOT = Path(__file__).resolve().parent
-MB = 1e6  # sizes in decimal MB, as `ls -h --si` and file managers print them
 
 # --------------------------------------------------------------------------------------------------------------
 # The goals (set by the project; checked against this run's figures, on this machine).
@@ -86,9 +84,7 @@ GOAL_S_PER_MB = 0.1  # 1 s for a 10 MB trace, per MB of the JSON text (what is p
 GOAL_FLOOR_S = 1.0  # below 10 MB: start-up and imports are most of the time, and cost the same on any trace
 GOAL_HTA_RATIO = 2.0  # HTA's time over trace-report's (the slower of the text and --json reports)
 GOAL_RANKS_RATIO = 1.5  # --ranks: trace-report on N rank traces over trace-report on one of them
-GOAL_LARGE_RATIO = 4.0  # --large: trace-report --json's MB/s over json.loads's, whole processes, the same file
-GOAL_LARGE_RSS = 0.5  # --large: peak resident memory over the JSON's size
-GOAL_GZIP_RATIO = 1.5  # --large: trace-report on the .json.gz over the same on its JSON
+# --large's goals live with its traces: benchmark_large_traces.py
 
 # HTA's side: a script run by the HTA interpreter. It prints how many rows each breakdown has, so that a run that
 # "succeeds" with nothing in it (a trace HTA cannot read kernels from) is told apart from one that did the work.
@@ -109,29 +105,6 @@ from importlib.metadata import version
 print(json.dumps({"python": platform.python_version(),
                   **{name: version(name) for name in ("holistictraceanalysis", "pandas", "numpy")}}))
 """
-
-# A terminal's own width; piped (a log, a test), wide enough for the table
-console = Console(highlight=False, width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 160)
-
-
-@dataclass
-class Run:
-    wall_s: float
-    cpu_s: float  # user + system, the child's own
-    peak_mb: float  # the child's maximum resident set
-    returncode: int
-    error: str = ""  # the last line of stderr, when the process failed
-
-
-@dataclass
-class Command:
-    label: str  # "trace-report", "trace-report --json", "HTA"
-    argv: list[str]
-    keep_stdout: bool = False  # HTA's driver prints its row counts; trace-report's output goes to /dev/null
-    runs: list[Run] = field(default_factory=list)
-    failed: str | None = None  # why the untimed first run failed: not timed then
-    stdout: str = ""
-
 
 @dataclass
 class TraceCase:
@@ -173,31 +146,8 @@ def build_parser() -> ArgumentParser:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Measuring one process
+# A command's runs in figures (each run measured by benchmark_runs.run_once)
 # --------------------------------------------------------------------------------------------------------------
-def run_once(command: Command, env: dict[str, str]) -> Run:
-    """Start the command, wait for it with wait4 (its own CPU time and peak memory, not the parent's), and time it
-    from the parent's clock: what a user waits for, the interpreter's start included."""
-    with tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as out:
-        start = time.perf_counter()
-        proc = subprocess.Popen(command.argv, stdin=subprocess.DEVNULL,
-                                stdout=out if command.keep_stdout else subprocess.DEVNULL,
-                                stderr=err, env=env, cwd=ROOT)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait for it again
-        error = ""
-        if proc.returncode != 0:
-            err.seek(0)
-            lines = [line for line in err.read().decode(errors="replace").splitlines() if line.strip()]
-            error = lines[-1].strip() if lines else f"exit code {proc.returncode}"
-        if command.keep_stdout:
-            out.seek(0)
-            command.stdout = out.read().decode(errors="replace").strip()
-    # ru_maxrss is in KiB on Linux
-    return Run(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024 / MB, proc.returncode, error)
-
-
 def percentile(values: list[float], q: float) -> float:
     """Linear interpolation between the sorted values (numpy's default), without numpy: this script's own imports
     stay small."""
@@ -297,8 +247,6 @@ def run(argv: list[str] | None) -> dict:
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     meta = machine(args.hta)
     if args.large:
-        from benchmark_large_traces import large_speed
-
         return large_speed(paths, args, env, meta, writable_file(out / "trace_report_large.json", "the results"))
     if args.ranks:
         return ranks_speed(paths, args, env, meta, writable_file(out / "trace_report_ranks_speed.json", "the results"))

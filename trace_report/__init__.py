@@ -4,15 +4,19 @@ Each module holds one concern; imports go down this list, never up:
 
     report.py        the `trace-report` command: prints a trace, or the diff of two (terminal or --json)
     api.py           `read(path)` -> Report: the trace and its analyses as plain objects, `to_json()` what --json prints
+    text_report.py   one trace's report as the terminal prints it (and a Report in a notebook shows it)
     serve.py         --open: the one trace served from 127.0.0.1 to ui.perfetto.dev
-    picture.py       --png: one step drawn as the posts' Perfetto figures show it
+    replay.py        --replay: one op of the trace rebuilt from its recorded shapes and re-timed alone
     memory_picture.py  a step's memory over time, stacked by category, its phases marked (lesson 11)
+    picture.py       --png: one step drawn as the posts' Perfetto figures show it
     export.py        a trace as plain data: what --json prints
-    compare_report.py  the diff of two traces as the terminal shows it, in 100 columns
-    compare.py       two traces side by side, by launching op and place: `diff(a, b)` -> TraceDiff
+    compare_report.py  the diff of two traces as the terminal shows it, in 100 columns; `diff(a, b)` -> TraceDiff
+                     (one a notebook shows so)
+    compare.py       two traces side by side, by launching op and place: TraceDiff, `TraceDiff.of(a, b)`
     noise.py         an op's per-step spread, the change called beyond it or not, the gate (--fail_slower)
     fusion_report.py the report's "Where fusion would pay" table
     roofline_report.py the report's "Ops by roofline" table
+    advice/          what to change: findings ranked by the time each gives back per step (see advice/__init__)
     roofline.py      each op by roofline: FLOPs and bytes per call, GPU time by correlation, bound, share of the peak
     fusion.py        where fusion would pay: memory-bound kernels back to back, bytes moved, time a fused kernel takes
     fusion_dataflow.py  split chains: two pointwise ops a GEMM keeps apart on the stream, linked by shapes and order
@@ -37,6 +41,7 @@ Each module holds one concern; imports go down this list, never up:
     model.py         the data model: Trace, Step, Phase, CpuOp, RuntimeCall, GpuWork, KernelStat
     timeline.py      arithmetic on the GPU lane: busy time, gaps, the GPU waiting on launches
     links.py         what a collective's GB/s mean: nccl-tests' algbw and busbw, the peak of the GPU's link
+    device.py        which GPU ran the trace, as its vendor names it (sm90, gfx942): its properties, else its kernels
     kernels/         what a kernel's name says, any vendor's: library, ops, dtype, tile, kind of work (see kernels/__init__)
 
     cli.py, console.py, files.py, errors.py   flags, terminal width, whole-or-nothing writes, one-line errors:
@@ -48,7 +53,8 @@ anywhere, fast, on a machine without PyTorch: `uvx --from ./trace_report trace-r
 """
 
 from trace_report.api import Report, ranks_frame, read
-from trace_report.compare import TraceDiff, diff
+from trace_report.compare import TraceDiff
+from trace_report.compare_report import diff
 from trace_report.export import trace_to_dict
 from trace_report.model import CpuOp, GpuWork, KernelStat, Phase, RuntimeCall, Step, Trace
 from trace_report.pace import Verdict, verdict

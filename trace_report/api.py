@@ -23,13 +23,17 @@ from pathlib import Path
 from trace_report import communication as comm
 from trace_report.advice import Advice, advise
 from trace_report import fusion, graphs, roofline
+from trace_report import text_report  # a Report in a notebook: one trace's report as the terminal prints it
+from trace_report.console import html_of
 from trace_report.export import trace_to_dict
 from trace_report.frames import KernelTable, Rows, Tabular, dataframe, kernel_table, records
+from trace_report.fusion_report import FUSION_BRIEF_ROWS
 from trace_report.memory import memory_peaks, memory_to_dict
 from trace_report.model import Trace
 from trace_report.observer import observe
 from trace_report.pace import Verdict, verdict
 from trace_report.reader import read_trace
+from trace_report.roofline_report import ROOFLINE_BRIEF_ROWS
 from trace_report.summary import summarize
 
 
@@ -82,14 +86,11 @@ class Report:
         return f"<Report {self.trace.name}: {len(self.trace.steps)} steps, {self.verdict.kind}>"
 
     def _repr_html_(self) -> str:
-        """In a notebook, the report as the terminal prints it without flags (report.py stands above this module)."""
-        from trace_report import report as command
-        from trace_report.console import html_of
-
-        return html_of(lambda console: command.print_report(
-            self.trace, console, rows=command.BRIEF_ROWS, fusion_found=self.fusion(),
-            fusion_rows=command.FUSION_BRIEF_ROWS, op_table=self.op_table, op_rows=command.ROOFLINE_BRIEF_ROWS,
-            lines=command.BRIEF_LINES), 120)
+        """In a notebook, the report as the terminal prints it without flags."""
+        return html_of(lambda console: text_report.print_report(
+            self.trace, console, rows=text_report.BRIEF_ROWS, fusion_found=self.fusion(),
+            fusion_rows=FUSION_BRIEF_ROWS, op_table=self.op_table, op_rows=ROOFLINE_BRIEF_ROWS,
+            lines=text_report.BRIEF_LINES), 120)
 
     @cached_property
     def memory(self) -> list:

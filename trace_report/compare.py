@@ -1,5 +1,6 @@
 """Two traces side by side: which op's GPU work got slower, by kind of work, and what only one of them runs.
-`trace-report A B` prints it (compare_report.py), `--json` carries it (`TraceDiff.to_dict`).
+`TraceDiff.of(a, b)` builds it; `trace-report A B` prints it and a notebook shows it (compare_report.py's
+`diff(a, b)`), `--json` carries it (`TraceDiff.to_dict`).
 
 Kernel names alone cannot pair two traces' work: the same model on an H100 and on an MI300X shares no GEMM's name
 (`nvjet_sm90_tst_...` against `Cijk_Alik_Bljk_...`), and even ATen's elementwise kernels differ in their template
@@ -229,6 +230,19 @@ class TraceDiff(Tabular):
     new_work: list[NewWork] = field(default_factory=list)
     vendors: tuple[str | None, str | None] = (None, None)
 
+    @classmethod
+    def of(cls, first: Trace, second: Trace):
+        """The diff of two traces, as an instance of `cls`: compare_report.diff makes the one a notebook shows."""
+        only_a, only_b, both = kernel_groups(first, second)
+        ops = match_ops(op_runs(first), op_runs(second))
+        return cls(
+            first, second, only_a, only_b, both,
+            ops=sorted(ops, key=lambda m: -abs(m.delta_us)),  # stable: equal changes keep the step's order
+            kinds=kind_diff(first, second),
+            new_work=[w for m in ops if m.how in (PATH, ORDER) for w in new_work(m)],
+            vendors=(vendor(first), vendor(second)),
+        )
+
     @property
     def same_vendor(self) -> bool:
         """True unless both traces say whose GPU ran them and the two differ."""
@@ -279,13 +293,6 @@ class TraceDiff(Tabular):
     def __repr__(self) -> str:  # the traces' events are no line to read
         return f"<TraceDiff {self.first.name} against {self.second.name}: {len(self.ops)} ops>"
 
-    def _repr_html_(self) -> str:
-        """In a notebook, the diff as the terminal prints it (compare_report.py, which stands above this module)."""
-        from trace_report.compare_report import WIDTH, print_comparison
-        from trace_report.console import html_of
-
-        return html_of(lambda console: print_comparison(self, console, compact=True), WIDTH)
-
     def to_dict(self, gate: Gate | None = None) -> dict:
         """The diff as plain data; `gate`: `self.gate(PCT)`'s outcome, under "gate" (null without one)."""
         return {
@@ -305,18 +312,6 @@ class TraceDiff(Tabular):
 
 
 # --- the diff ------------------------------------------------------------------------------------------------
-
-
-def diff(first: Trace, second: Trace) -> TraceDiff:
-    only_a, only_b, both = kernel_groups(first, second)
-    ops = match_ops(op_runs(first), op_runs(second))
-    return TraceDiff(
-        first, second, only_a, only_b, both,
-        ops=sorted(ops, key=lambda m: -abs(m.delta_us)),  # stable: equal changes keep the step's order
-        kinds=kind_diff(first, second),
-        new_work=[w for m in ops if m.how in (PATH, ORDER) for w in new_work(m)],
-        vendors=(vendor(first), vendor(second)),
-    )
 
 
 def kernel_groups(first: Trace, second: Trace) -> tuple[list[KernelGroup], list[KernelGroup], list[KernelGroup]]:

@@ -8,6 +8,9 @@
     step times      each trace's CPU and GPU time per step and its verdict, a line each
 
 By default each table is short (the whole diff ~40 lines); `--rows N` shows N rows per table, `--rows 0` all.
+
+`diff(a, b)` (trace_report.diff) is the TraceDiff of compare.py that a notebook shows as the terminal prints it: its
+HTML view lives here, beside the printing, so that the data model imports nothing that draws it.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from trace_report.console import Console, name_width
+from trace_report.console import Console, html_of, name_width
 from trace_report.compare import (
     FUSED, ONLY_FIRST, ONLY_SECOND, ORDER, KernelGroup, NewWork, OpMatch, OpRun, TraceDiff, op_rank, where_text,
 )
@@ -30,6 +33,18 @@ from trace_report.pace import verdict
 WIDTH = 100  # the diff fits this many columns, whatever the terminal's width
 COMPACT_ROWS = {"ops": 8, "only": 4, "kernels": 4}  # rows per section when --rows is not given
 RATIO_GONE, RATIO_NEW = "gone", "new"
+
+
+class ShownDiff(TraceDiff):
+    """A TraceDiff that a notebook shows: the diff as `trace-report A B` prints it, each table short."""
+
+    def _repr_html_(self) -> str:
+        return html_of(lambda console: print_comparison(self, console, compact=True), WIDTH)
+
+
+def diff(first: Trace, second: Trace) -> ShownDiff:
+    """Two traces side by side (compare.py): which op's GPU work got slower, by kind, what only one runs."""
+    return ShownDiff.of(first, second)
 
 
 def print_comparison(d: TraceDiff, console: Console, *, full_names: bool = False, rows: int | None = None,

@@ -112,6 +112,7 @@ def test_a_rank_set_is_one_frame_with_a_rank_column():
 def test_the_diff_as_a_frame_has_each_ops_spread_and_call():
     pytest.importorskip("pandas")
     d = trace_report.diff(trace_report.read_trace(H200_EAGER), trace_report.read_trace(H200_COMPILED))
+    assert isinstance(d, trace_report.TraceDiff)
     ops = d.to_pandas()
     fused = ops[ops["op"] == "triton_poi_fused__unsafe_view_gelu_mul_0"].iloc[0]
     assert fused["call"] == "faster" and fused["us_b"] < fused["us_a"] and fused["std_us_a"] > 0

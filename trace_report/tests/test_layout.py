@@ -4,7 +4,10 @@ everything that reads them)."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
+
+import trace_report
 
 TRACES = Path(__file__).resolve().parent.parent
 PACKAGE = "trace_report"
@@ -22,13 +25,7 @@ def traces_imports() -> dict[str, set[str]]:
     for name, path in modules.items():
         found = set()
         tree = ast.parse(path.read_text())
-        # A notebook's view of an object (`_repr_html_`: a Report, a TraceDiff) draws it with the command that prints
-        # it, imported when a notebook shows one: the one import allowed to go up.
-        views = {id(node) for view in ast.walk(tree) if isinstance(view, ast.FunctionDef) and
-                 view.name == "_repr_html_" for node in ast.walk(view)}
         for node in ast.walk(tree):
-            if id(node) in views:
-                continue
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(PACKAGE):
                 base = node.module.removeprefix(PACKAGE).lstrip(".")
                 for alias in node.names:
@@ -40,7 +37,7 @@ def traces_imports() -> dict[str, set[str]]:
 
 def test_traces_imports_go_one_way():
     graph = traces_imports()
-    assert {"model", "source", "reader", "pace", "api", "report"} <= set(graph)
+    assert {"model", "source", "reader", "pace", "api", "text_report", "report"} <= set(graph)
     foundation = FOUNDATION | {name for name in graph if name.startswith("kernels.")}
     for name in foundation:
         assert graph[name] <= foundation, (name, graph[name])
@@ -50,3 +47,19 @@ def test_traces_imports_go_one_way():
         leaves = {name for name, deps in left.items() if not deps & set(left)}
         assert leaves, f"import cycle among {sorted(left)}"
         left = {name: deps for name, deps in left.items() if name not in leaves}
+
+
+def test_the_packages_list_of_modules_is_the_order_its_imports_go():
+    """trace_report/__init__.py lists each module and says imports go down that list: each module of the package is
+    listed (a package by its folder), and none imports one listed above it."""
+    listed = [m.group(1) for line in trace_report.__doc__.splitlines()
+              for m in re.finditer(r"(?:^    |, )(\w+)(?:\.py|/)", line)]
+    place = {name: i for i, name in enumerate(listed)}
+    graph = traces_imports()
+    tops = {name.split(".")[0] for name in graph if name}
+    assert tops <= set(place), sorted(tops - set(place))
+    for name, deps in graph.items():
+        for dep in deps:
+            above, below = name.split(".")[0], dep.split(".")[0]
+            if above and above != below:  # the package's own __init__ re-exports: it stands above every module
+                assert place[above] < place[below], f"{name} imports {dep}, listed above it"

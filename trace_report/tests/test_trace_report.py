@@ -14,7 +14,8 @@ from trace_report.tests.support import H200_LINEAR as LINEAR
 from trace_report.tests.support import H200_SDPA_MATH as SDPA_MATH
 from trace_report.tests.support import FIXTURES, load_trace, run_report
 
-from trace_report import compare, read_trace
+from trace_report import read_trace
+from trace_report.compare import TraceDiff
 from trace_report.kernels import decode
 from trace_report.report import main
 
@@ -425,9 +426,9 @@ def test_a_renamed_label_falls_back_to_op_names_and_order(tmp_path):
             event["name"] = "forward"
     renamed = tmp_path / "renamed.json"
     renamed.write_text(json.dumps(data))
-    same = compare.diff(read_trace(EAGER), read_trace(EAGER))
+    same = TraceDiff.of(read_trace(EAGER), read_trace(EAGER))
     assert {m.how for m in same.ops} == {"path"} and all(m.ratio == pytest.approx(1.0) for m in same.ops)
-    moved = compare.diff(read_trace(EAGER), read_trace(renamed))
+    moved = TraceDiff.of(read_trace(EAGER), read_trace(renamed))
     assert {m.how for m in moved.ops} == {"order"} and len(moved.ops) == len(same.ops)
     assert all(m.first[0].name == m.second[0].name and m.ratio == pytest.approx(1.0) for m in moved.ops)
     assert not moved.new_work
@@ -462,7 +463,7 @@ def test_each_cuda_graph_replay_takes_one_forward_s_ops():
     folder = FIXTURES / "h200" / "traces" / "07_decode_mlp"
     eager = read_trace(folder / "8_1_768_3072_16fwd_eager.json.gz")
     graphed = read_trace(folder / "8_1_768_3072_16fwd_graph_eager.json.gz")
-    d = compare.diff(eager, graphed)
+    d = TraceDiff.of(eager, graphed)
     replays = [m for m in d.ops if m.how == "fused"]
     assert len(replays) == 16 and all(m.op.name == "cudaGraphLaunch" for m in replays)
     per_forward = sum(len(s.gpu) for s in eager.steps) / len(eager.steps) / 16
