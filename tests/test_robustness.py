@@ -19,6 +19,7 @@ import pytest
 from conftest import FIXTURES, ROOT, run_script, stderr_lines
 
 from profiling_in_pytorch.device import available_host_memory
+from trace_report.tests.support import as_from_a_terminal
 
 TRACE = FIXTURES / "h200" / "mlp_eager.json.gz"
 TRACE_REPORT = [sys.executable, "-m", "trace_report.report"]
@@ -41,7 +42,8 @@ def files_under(folder: Path) -> list[str]:
 def interrupt(args: list[str], *, after: str | None, delay: float, cwd: Path) -> subprocess.CompletedProcess:
     """Start a lesson, wait for a line on stdout starting with `after` (or just `delay` s), then press Ctrl-C."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=as_from_a_terminal)
     if after is not None:
         for line in proc.stdout:
             if line.startswith(after):
@@ -61,7 +63,8 @@ def test_ctrl_c_while_torch_loads_is_one_line_and_130(tmp_path):
     (slow / "__init__.py").write_text(f"import pathlib, time\npathlib.Path({str(loading)!r}).touch()\ntime.sleep(60)\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(slow.parent), str(ROOT)]), "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen([sys.executable, str(ROOT / "02_linear.py"), "--trace_dir", str(tmp_path / "traces")],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=as_from_a_terminal)
     deadline = time.monotonic() + 50
     while not loading.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +25,13 @@ H200_FUSED_DECODE = FIXTURES / "h200" / "traces" / "05_fused_mlp" / "8_1_768_307
 H200_SDPA_MATH = FIXTURES / "h200" / "part3" / "sdpa_math_probe.json.gz"
 # Where `python -m trace_report.report` finds this package: the folder above it (a checkout's root).
 PACKAGE_PARENT = Path(__file__).resolve().parent.parent.parent
+
+
+def as_from_a_terminal() -> None:
+    """`preexec_fn` for a child a test presses Ctrl-C at: SIGINT's default disposition, as a terminal's foreground
+    process has it. A child inherits an ignored SIGINT (a shell starts a background job so, `cmd &`), and Python then
+    installs no KeyboardInterrupt handler: the child would never see the Ctrl-C the test sends."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def load_trace(path: Path) -> dict:

@@ -16,7 +16,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from trace_report.tests.support import FIXTURES, PACKAGE_PARENT, run_report
+from trace_report.tests.support import FIXTURES, PACKAGE_PARENT, as_from_a_terminal, run_report
 
 from trace_report.serve import PERFETTO_ORIGIN, perfetto_link
 
@@ -31,6 +31,7 @@ class Served:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "trace_report.report", str(trace), "--open", "--port", "0"],
             cwd=PACKAGE_PARENT, env={**env, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=as_from_a_terminal,
         )
         self.lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
