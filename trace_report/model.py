@@ -128,6 +128,12 @@ class GpuWork:
         return self.launch.launched_by if self.launch else None
 
     @property
+    def is_pageable_copy(self) -> bool:
+        """A copy to or from pageable host memory (`Memcpy HtoD (Pageable -> Device)`): CUDA waits for the stream and
+        stages it through a pinned buffer of its own, the CPU waiting for the copy."""
+        return self.kind == "memcpy" and "Pageable" in self.name
+
+    @property
     def launch_path(self) -> tuple[str, ...]:
         """Outermost label or op first, launching op last."""
         return self.launch.launch_path if self.launch else ()

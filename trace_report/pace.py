@@ -293,7 +293,7 @@ def idle_causes(trace: Trace) -> dict[str, float]:
         return {}
     lane.sort(key=lambda w: w.ts)
     calls = [c for step in trace.steps for c in step.runtime]
-    pageable = {id(w.launch.launcher) for w in lane if w.kind == "memcpy" and "Pageable" in w.name
+    pageable = {id(w.launch.launcher) for w in lane if w.is_pageable_copy
                 and w.launch is not None and w.launch.launcher is not None}
     waits = sorted((c.ts, c.end, "pageable copies" if id(c.launcher) in pageable else "synchronization")
                    for c in calls if c.is_sync or ("Memcpy" in c.name and id(c.launcher) in pageable))

@@ -138,16 +138,22 @@ def find(trace: Trace, given: tuple[float, float] | None = None) -> Found | None
     return measured or found
 
 
+def architecture(trace: Trace) -> str | None:
+    """The architecture the trace's GPU label names (`sm90`, `gfx942`: trace.device, `NVIDIA H200 (sm90)`), or None."""
+    found = _ARCH.search(trace.device or "")
+    return found.group(1) if found else None
+
+
 def _datasheet(trace: Trace) -> Found | None:
     name = trace.device_properties.get("name")
     label = trace.device or ""
     peak = peak_for_name(name if isinstance(name, str) else None) or peak_for_name(label.split(" (")[0])
     if peak is not None:
         return Found(peak, peak.source)
-    arch = _ARCH.search(label)
-    if arch and arch.group(1) in BY_ARCHITECTURE:
-        peak = _BY_NAME[BY_ARCHITECTURE[arch.group(1)]]
-        return Found(peak, f"assumed from {arch.group(1)}: {peak.name}'s ({peak.source}); --peak sets them")
+    arch = architecture(trace)
+    if arch in BY_ARCHITECTURE:
+        peak = _BY_NAME[BY_ARCHITECTURE[arch]]
+        return Found(peak, f"assumed from {arch}: {peak.name}'s ({peak.source}); --peak sets them")
     return None
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from trace_report.advice.replay import PROFILER_SLOWDOWN, Replay, replay
-from trace_report.model import CpuOp, RuntimeCall, Step, Trace
+from trace_report.model import CpuOp, Step, Trace
 from trace_report.pace import Verdict, _us
 from trace_report.observer import UNPROFILED_KEY, Unprofiled
 from trace_report.profiler_costs import MEASURED
@@ -96,6 +96,8 @@ class Reading:
         r = self.replay
         fit = (f"the replay gives {_us(r.fitted_us)} for the trace's {_us(r.measured_us)} step" if r is not None
                else "no replay")
+        if r is not None and not r.serial:
+            fit += "; the trace's GPU streams overlap, which the replay runs one after the other"
         low, high = self.slowdown
         if low == high:
             cpu = f"the CPU {high:.1f}× faster, as the step timed without the profiler ran"
@@ -107,11 +109,6 @@ class Reading:
 def in_loader(op: CpuOp) -> bool:
     """An op inside a DataLoader's `__next__`: the batch being made, not the step's own work."""
     return DATALOADER in op.name or any(DATALOADER in box for box in op.path)
-
-
-def launcher_chain(call: RuntimeCall) -> tuple[str, ...]:
-    """The ops around a runtime call, outermost first (labels left out where the path names them)."""
-    return tuple(call.launch_path)
 
 
 def where_of(ops) -> str | None:

@@ -14,7 +14,8 @@ from dataclasses import replace
 from trace_report.advice.common import (DATALOADER, SINGLE_PROCESS_LOADER, Reading, in_loader, megabytes, source_of,
                                         times, us, where_of)
 from trace_report.advice.findings import Finding
-from trace_report.advice.replay import cut_cpu, edit_events, is_blocking_copy, spans_of
+from trace_report.peaks import architecture
+from trace_report.advice.replay import cut_cpu, edit_events, spans_of
 from trace_report.model import CpuOp, RuntimeCall, Step
 
 # A copy from pinned memory runs at this share of the host link's peak, least and most (PCIe's own overheads; a
@@ -38,11 +39,7 @@ FACTORY = ("aten::arange", "aten::ones", "aten::zeros", "aten::full", "aten::tri
 
 
 def _link_gbs(trace) -> float:
-    device = trace.device or ""
-    for arch, gbs in LINK_GBS.items():
-        if f"({arch}" in device or f"{arch})" in device or f" {arch}" in device:
-            return gbs
-    return DEFAULT_LINK_GBS
+    return LINK_GBS.get(architecture(trace) or "", DEFAULT_LINK_GBS)
 
 
 def _copy_syncs(step: Step) -> dict[int, list[RuntimeCall]]:
@@ -64,7 +61,7 @@ def pageable_copy(r: Reading) -> list[Finding]:
 
     Sources: torch.profiler's pattern matcher had no rule for it, Nsight Systems' expert rules do ("CUDA Async Memcpy
     with Pageable Memory"); the fix is PyTorch's "pin_memory" and "non_blocking" (CUDA semantics notes)."""
-    copies = [w for s in r.steps for w in s.gpu if w.kind == "memcpy" and "Pageable" in w.name]
+    copies = [w for s in r.steps for w in s.gpu if w.is_pageable_copy]
     if not copies or r.replay is None:
         return []
     link = _link_gbs(r.trace)
@@ -103,7 +100,7 @@ def pageable_copy(r: Reading) -> list[Finding]:
     direction = ", ".join(p for p in (f"HtoD {times(r.per_step(h2d))}" if h2d else "",
                                       f"DtoH {times(r.per_step(d2h))}" if d2h else "") if p)
     speed = f" at {measured_gbs:,.1f} GB/s" if measured_gbs else ""
-    sync_note = (f"; each followed by a cudaStreamSynchronize (non_blocking=False)" if syncs else "")
+    sync_note = ("; each followed by a cudaStreamSynchronize (non_blocking=False)" if syncs else "")
     evidence = (f"Memcpy (Pageable) {direction} a step, {megabytes(r.per_step(nbytes))}{speed} in "
                 f"{us(r.per_step(dur))}, launched by {', '.join(launchers)}{sync_note}")
     change = ("DataLoader(..., pin_memory=True) (or x = x.pin_memory()), then x.to('cuda', non_blocking=True)"
@@ -160,7 +157,7 @@ def sync(r: Reading) -> list[Finding]:
         return []
     found: dict[str, list[RuntimeCall]] = {}
     for s in r.steps:
-        pageable = {id(w.launch.launcher) for w in s.gpu if w.kind == "memcpy" and "Pageable" in w.name
+        pageable = {id(w.launch.launcher) for w in s.gpu if w.is_pageable_copy
                     and w.launch is not None and w.launch.launcher is not None}
         for call in s.runtime:
             if call.is_sync:

@@ -27,14 +27,6 @@ def _fp32(work) -> bool:
     return " fp32 " in f" {name.short} "
 
 
-def _arch(trace) -> str:
-    device = trace.device or ""
-    for token in device.replace("(", " ").replace(")", " ").replace(",", " ").split():
-        if token.startswith(("sm", "gfx")) and token[2:3].isdigit() or token.startswith("gfx"):
-            return token
-    return ""
-
-
 def fp32_matmul(r: Reading) -> list[Finding]:
     """fp32 GEMMs (and, before Ampere, convolutions) run on the CUDA cores: an H100 does 67 TFLOP/s of fp32 there and
     495 of TF32 on its tensor cores. TF32 keeps fp32's range with a 10-bit mantissa, enough for training; bf16
@@ -44,7 +36,7 @@ def fp32_matmul(r: Reading) -> list[Finding]:
     (kernels eligible for tensor cores not using them), PyTorch's notes on TF32 on Ampere and later devices."""
     if not r.trace.has_gpu:
         return []
-    arch = _arch(r.trace)
+    arch = peaks.architecture(r.trace) or ""
     old = arch in OLD_TENSOR_CORES
     amd = arch.startswith("gfx")
     work = [w for s in r.steps for w in s.gpu if w.kind == "kernel" and _fp32(w)

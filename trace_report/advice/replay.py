@@ -19,8 +19,8 @@ options (profiler_costs.py), since the change will run without the profiler. And
 change's effect on the work it edits (a TF32 GEMM 3 to 8 times faster, say): each edit comes as (low, high) variants.
 
 The GPU is taken as one queue: work on several streams that overlaps (collectives beside compute, a side stream's
-copies) is not replayed as overlapping, so a trace whose GPU work overlaps itself by more than OVERLAP_SHARE is not
-replayed (`Replay.serial` False), and the rules weigh their findings by simpler bounds there.
+copies) is replayed one item after the other. Where a trace's GPU work overlaps itself by more than OVERLAP_SHARE
+(`Replay.serial` False), each finding's basis says so: the replay's GPU is then busier than the trace's.
 """
 
 from __future__ import annotations
@@ -111,11 +111,6 @@ class Replay:
             return (before - after) / before * self.target_us
         return before - after
 
-    @property
-    def fits(self) -> bool:
-        """The replay of the steps as recorded comes within 20% of what the trace shows: its savings can be trusted."""
-        return self.serial and self.measured_us > 0 and abs(self.fitted_us - self.measured_us) <= 0.2 * self.measured_us
-
     def saving(self, edit: Callable[[StepReplay], tuple[list[Event], float]],
                variants: Iterable[Callable[[StepReplay], tuple[list[Event], float]]] = ()) -> tuple[float, float]:
         """What `edit` (and its `variants`, other guesses at the same change) gives back per step: (least, most) over
@@ -190,7 +185,7 @@ def is_blocking_copy(call: RuntimeCall, launched: list) -> bool:
         return False
     if "Async" not in call.name and "Peer" not in call.name:
         return True
-    return any(w.kind == "memcpy" and "Pageable" in w.name for w in launched)
+    return any(w.is_pageable_copy for w in launched)
 
 
 # --- edits: what a change does to a step's events, for Replay.saving ------------------------------------------------

@@ -12,8 +12,6 @@ import pytest
 
 import trace_report
 from trace_report.advice import advise
-from trace_report.advice import communication as comm_rules
-from trace_report.advice import kernels
 from trace_report.tests.support import FIXTURES
 
 H100 = FIXTURES / "h100" / "traces"
