@@ -58,13 +58,14 @@ def alone_time(work: Iterable, others: Iterable) -> float:
 
 def union(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
     """The union of (start, end) intervals, as sorted disjoint intervals."""
-    out: list[list[float]] = []
+    out: list[tuple[float, float]] = []
     for start, end in sorted(intervals):
         if out and start <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], end)
+            if end > out[-1][1]:
+                out[-1] = (out[-1][0], end)
         else:
-            out.append([start, end])
-    return [(a, b) for a, b in out]
+            out.append((start, end))
+    return out
 
 
 def uncovered(intervals: list[tuple[float, float]], cover: list[tuple[float, float]],

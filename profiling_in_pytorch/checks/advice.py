@@ -50,8 +50,8 @@ def rule_found(rule: str, what: str) -> Expectation:
     return Expectation(f"the advice finds {rule}: {what}", check)
 
 
-def rule_silent(rule: str, fix: str) -> Expectation:
-    """The habit `rule` was fixed (`fix`, in words): the advice must not name it."""
+def rule_silent(rule: str, why: str) -> Expectation:
+    """The advice must not name `rule`: `why`, in words (the habit fixed, or one that costs too little here)."""
 
     def check(trace: Trace) -> Outcome:
         advice = advice_of(trace)
@@ -60,4 +60,4 @@ def rule_silent(rule: str, fix: str) -> Expectation:
             return Outcome(True, _found_text(advice))
         return Outcome(False, f"found anyway: {finding.title}; evidence: {finding.evidence}")
 
-    return Expectation(f"the advice is silent on {rule}: fixed ({fix})", check)
+    return Expectation(f"the advice is silent on {rule}: {why}", check)

@@ -28,7 +28,7 @@ from profiling_in_pytorch.lesson.unprofiled import measure_step
 from trace_report.pace import _us
 
 SLACK = 0.25  # how far outside the predicted range a measured saving may fall, as a share of the nearest end
-ROUNDS = 2  # turns of (before, after) per fix: 4 timings, about 2 s a fix on a CPU
+ROUNDS = 3  # turns of (before, after) per fix: 6 timings, about 3 s a fix on a CPU
 
 
 @dataclass(frozen=True)

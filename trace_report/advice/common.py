@@ -16,6 +16,7 @@ from trace_report.timeline import union
 
 DATALOADER = "DataLoader"  # `enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__`: the batch being made
 SINGLE_PROCESS_LOADER = "_SingleProcessDataLoaderIter"
+MULTI_PROCESS_LOADER = "_MultiProcessingDataLoaderIter"  # workers make the batches; a thread of its own pins them
 OPTIMIZER_STEP = "Optimizer.step#"  # `Optimizer.step#AdamW.step`: torch labels every optimizer's step
 OPTIMIZER_ZERO_GRAD = "Optimizer.zero_grad#"
 
@@ -96,6 +97,8 @@ class Reading:
         r = self.replay
         fit = (f"the replay gives {_us(r.fitted_us)} for the trace's {_us(r.measured_us)} step" if r is not None
                else "no replay")
+        if r is not None and len(r.steps) < len(self.steps):
+            fit += f", {len(r.steps)} of its {len(self.steps)} steps replayed"
         if r is not None and not r.serial:
             fit += "; the trace's GPU streams overlap, which the replay runs one after the other"
         low, high = self.slowdown

@@ -11,8 +11,8 @@ import bisect
 from collections import Counter
 from dataclasses import replace
 
-from trace_report.advice.common import (DATALOADER, SINGLE_PROCESS_LOADER, Reading, in_loader, megabytes, source_of,
-                                        times, us, where_of)
+from trace_report.advice.common import (DATALOADER, MULTI_PROCESS_LOADER, SINGLE_PROCESS_LOADER, Reading, in_loader,
+                                        megabytes, source_of, times, us, where_of)
 from trace_report.advice.findings import Finding
 from trace_report.peaks import architecture
 from trace_report.advice.replay import cut_cpu, edit_events, spans_of
@@ -25,6 +25,11 @@ PINNED_SHARE = (0.55, 0.85)
 LINK_GBS = {"sm70": 15.75, "sm75": 15.75, "sm80": 31.5, "sm86": 31.5, "sm89": 31.5, "sm90": 63.0, "sm100": 63.0,
             "sm103": 63.0, "gfx90a": 31.5, "gfx942": 63.0, "gfx950": 63.0}
 DEFAULT_LINK_GBS = 31.5
+# Pinning on the training loop's thread (a DataLoader without workers pins there; so does x.pin_memory()) copies the
+# bytes once more on the CPU, as CUDA's staging did for the pageable copy: this share of that copy's time stays on the
+# thread, least and most (lesson 12 on an H100: 68 MB a step from pageable memory in 10.7 ms; pinned on the loop's
+# thread the step got 1.1 ms faster).
+PIN_ON_THREAD_KEEP = (0.5, 1.0)
 
 # Ops that read a GPU tensor's value on the host (each waits for the GPU): `.item()`, `if t:`, `float(t)`, ...
 SCALAR_READS = ("aten::item", "aten::_local_scalar_dense", "aten::is_nonzero", "aten::equal")
@@ -78,8 +83,11 @@ def pageable_copy(r: Reading) -> list[Finding]:
     uploads = {id(w.launch.launcher) for w in copies if w.launch is not None and w.launch.launcher is not None
                and "HtoD" in w.name}
     syncs = {id(c) for s in r.steps for key, calls in _copy_syncs(s).items() if key in uploads for c in calls}
+    # A DataLoader with workers pins in a thread of its own, beside the step; without workers, on the loop's thread.
+    on_thread = not any(DATALOADER in op.name and MULTI_PROCESS_LOADER in op.name for s in r.steps for op in s.ops)
+    pin_keeps = PIN_ON_THREAD_KEEP if on_thread else (0.0, 0.0)
 
-    def pinned(factor: float):
+    def pinned(factor: float, pin_keep: float):
         def change(e):
             if e.call is None:
                 return e
@@ -87,13 +95,14 @@ def pageable_copy(r: Reading) -> list[Finding]:
                 work = e.work * factor
                 if id(e.call) in reads:  # the host reads what it copies back: it still waits, for less
                     return replace(e, work=work)
-                return replace(e, waits=False, blocks_on_work=False, own=min(e.own, 10.0), work=work)
+                pinning = e.work * pin_keep if id(e.call) not in reads else 0.0
+                return replace(e, waits=False, blocks_on_work=False, own=min(e.own, 10.0) + pinning, work=work)
             if id(e.call) in syncs:
                 return replace(e, waits=False)
             return e
         return edit_events(change)
 
-    saving = r.replay.saving(pinned(factors[0]), [pinned(factors[1])])
+    saving = r.replay.saving(pinned(factors[0], pin_keeps[0]), [pinned(factors[1], pin_keeps[1])])
     h2d = sum(1 for w in copies if "HtoD" in w.name)
     d2h = len(copies) - h2d
     launchers = Counter(w.launched_by or "?" for w in copies)
@@ -103,11 +112,19 @@ def pageable_copy(r: Reading) -> list[Finding]:
     sync_note = ("; each followed by a cudaStreamSynchronize (non_blocking=False)" if syncs else "")
     evidence = (f"Memcpy (Pageable) {direction} a step, {megabytes(r.per_step(nbytes))}{speed} in "
                 f"{us(r.per_step(dur))}, launched by {', '.join(launchers)}{sync_note}")
-    change = ("DataLoader(..., pin_memory=True) (or x = x.pin_memory()), then x.to('cuda', non_blocking=True)"
-              if h2d else "copy into a pinned buffer: out = torch.empty(..., pin_memory=True); out.copy_(x, "
-              "non_blocking=True), then wait on an event only where the values are read")
+    if not h2d:
+        change = ("copy into a pinned buffer: out = torch.empty(..., pin_memory=True); out.copy_(x, non_blocking=True), "
+                  "then wait on an event only where the values are read")
+    elif on_thread:
+        change = ("DataLoader(..., pin_memory=True), then x.to('cuda', non_blocking=True); without workers the loop's "
+                  "thread makes the pinned copy itself, with num_workers > 0 a thread beside the step does")
+    else:
+        change = "DataLoader(..., pin_memory=True), then x.to('cuda', non_blocking=True)"
+    pinning = (f"; pinning on the loop's thread (no DataLoader workers) keeps {PIN_ON_THREAD_KEEP[0]:.0%}-"
+               f"{PIN_ON_THREAD_KEEP[1]:.0%} of the copy's time there, a copy on the CPU as CUDA's staging was"
+               if on_thread and h2d else "")
     basis = r.basis(f"a pinned copy at {PINNED_SHARE[0]:.0%}-{PINNED_SHARE[1]:.0%} of the host link "
-                    f"({link:g} GB/s for this GPU), the CPU no longer waiting for it")
+                    f"({link:g} GB/s for this GPU), the CPU no longer waiting for it{pinning}")
     return [Finding("pageable-copy", "copies from pageable host memory", evidence, change, saving, r.step_us, basis,
                     source_of(pageable_copy),
                     where=where_of(op for op in ops.values()), count_per_step=r.per_step(len(copies)))]
@@ -191,6 +208,11 @@ def sync(r: Reading) -> list[Finding]:
 # With workers, the main process still receives each batch (its tensors rebuilt from shared memory): this share of
 # the single-process loader's time, least and most.
 WORKER_KEEP = (0.03, 0.2)
+# The workers the change names. They make batches no faster together than WORKERS times the loop's thread at best, and
+# at worst no faster than it did alone: torch runs each worker on one thread, where the loop's thread spread a batch's
+# larger ops over all its cores (lesson 12 on an H100: 98 ms a batch on the loop's thread; with 4 workers the step
+# still took 98 ms, waiting for them).
+WORKERS = 4
 
 
 def dataloader(r: Reading) -> list[Finding]:
@@ -207,15 +229,19 @@ def dataloader(r: Reading) -> list[Finding]:
     def loader_spans(step: Step):
         return spans_of(op for op in step.ops if DATALOADER in op.name and SINGLE_PROCESS_LOADER in op.name)
 
-    saving = r.replay.saving(cut_cpu(loader_spans, WORKER_KEEP[1]), [cut_cpu(loader_spans, WORKER_KEEP[0])])
+    low, high = r.replay.saving(cut_cpu(loader_spans, WORKER_KEEP[1]), [cut_cpu(loader_spans, WORKER_KEEP[0])])
     spent = sum(op.dur for op in loads)
+    # The loop waits for the workers when they are slower than the rest of its step
+    made = r.per_step(spent)
+    saving = (max(0.0, min(low, r.step_us - made)), max(0.0, min(high, r.step_us - made / WORKERS)))
     evidence = (f"{loads[0].name}: {us(r.per_step(spent))} a step on the training loop's thread, "
                 f"{r.per_step(spent) / r.step_us:.0%} of the step")
-    change = ("DataLoader(dataset, batch_size=..., num_workers=4, pin_memory=True, persistent_workers=True, "
+    change = (f"DataLoader(dataset, batch_size=..., num_workers={WORKERS}, pin_memory=True, persistent_workers=True, "
               "prefetch_factor=2)")
     basis = r.basis(f"workers make the batches beside the step; the loop keeps {WORKER_KEEP[0]:.0%}-"
-                    f"{WORKER_KEEP[1]:.0%} of the loading to receive them (as many workers as a batch's making "
-                    "needs cores for)")
+                    f"{WORKER_KEEP[1]:.0%} of the loading to receive them, and waits for {WORKERS} workers that make "
+                    f"a batch {WORKERS} times as fast as its thread did at best, no faster at worst (a worker runs "
+                    "on one thread)")
     return [Finding("dataloader", "batches made on the training loop's thread", evidence, change, saving, r.step_us,
                     basis, source_of(dataloader),
                     where=where_of(loads), count_per_step=r.per_step(len(loads)))]
@@ -284,9 +310,12 @@ def cpu_built_tensor(r: Reading) -> list[Finding]:
         cut = cut_cpu(spans, keep, gpu_keep=0.0)
 
         def edit(s):
+            # The copy's calls cost nothing and wait for nothing; the CPU time before them stays but for the making
+            # and the copy's op, which `cut` took out: a gap holds what else the thread did since its last call (4 ms
+            # of the data step's Python in lesson 12, not the table's 0.2 ms)
             events, tail = cut(s)
-            return [e for e in events if e.call is None or e.call.launcher is None
-                    or id(e.call.launcher) not in copy_ops], tail
+            return [e if e.call is None or e.call.launcher is None or id(e.call.launcher) not in copy_ops
+                    else replace(e, own=0.0, waits=False, work=0.0, blocks_on_work=False) for e in events], tail
         return edit
 
     saving = r.replay.saving(drop(0.0), [drop(0.1)])

@@ -22,9 +22,18 @@ VECTOR_GPU_KEEP = (0.05, 0.5)
 def _loops(step: Step) -> list[tuple[list[CpuOp], int]]:
     """Each run of at least LOOP_MIN iterations of the same ops on one thread, each iteration starting with an
     indexing op (`aten::select`: `x[i]`): the loop's top-level ops and its iteration count."""
+    if sum(op.name in INDEXING for op in step.ops) < LOOP_MIN:
+        return []  # no loop here: most steps of most traces end here
     by_thread: dict[tuple, list[CpuOp]] = {}
+    inside_aten: dict[tuple, bool] = {}  # per path: a step repeats a few hundred paths over thousands of ops
     for op in step.ops:
-        if not op.is_label and not any(box.startswith("aten::") for box in op.path):
+        if op.is_label:
+            continue
+        nested = inside_aten.get(op.path)
+        if nested is None:  # inside an op, or inside a DataLoader's __next__ (the dataloader rule's: a dataset that
+            # indexes a stored tensor per sample loops over it too)
+            nested = inside_aten[op.path] = any(box.startswith("aten::") or DATALOADER in box for box in op.path)
+        if not nested:
             by_thread.setdefault((op.pid, op.tid), []).append(op)
     found = []
     for ops in by_thread.values():
@@ -33,12 +42,14 @@ def _loops(step: Step) -> list[tuple[list[CpuOp], int]]:
         if len(starts) < LOOP_MIN:
             continue
         starts.append(len(ops))
+        op_names = [o.name for o in ops]
         # An iteration may index several tensors (`f(out[i], y[i])`: two selects): try 1 to MAX_INDEXING selects
-        # per iteration, and keep the period that finds the longest run of alike iterations.
+        # per iteration, from each of the first selects (other indexing before the loop shifts its phase), and keep
+        # the period that finds the longest run of alike iterations.
         best = None
-        for period in range(1, MAX_INDEXING + 1):
-            iters = [(starts[k], starts[k + period]) for k in range(0, len(starts) - period, period)]
-            names = [tuple(o.name for o in ops[a:b]) for a, b in iters]
+        for period, phase in ((p, f) for p in range(1, MAX_INDEXING + 1) for f in range(p)):
+            iters = [(starts[k], starts[k + period]) for k in range(phase, len(starts) - period, period)]
+            names = [tuple(op_names[a:b]) for a, b in iters]
             k = 0
             while k < len(names):
                 end = k
@@ -46,8 +57,7 @@ def _loops(step: Step) -> list[tuple[list[CpuOp], int]]:
                     end += 1
                 count = end - k + 1
                 stop = iters[end][1]
-                after = ops[stop:stop + len(names[k])]  # the last iteration, which no next select closes
-                if end + 1 < len(names) and tuple(o.name for o in after) == names[k]:
+                if end + 1 < len(names) and tuple(op_names[stop:stop + len(names[k])]) == names[k]:
                     count += 1
                     stop += len(names[k])
                 if count >= LOOP_MIN and (best is None or count > best[1]):
@@ -64,18 +74,29 @@ def loop_kernels(r: Reading) -> list[Finding]:
     does the loop's work in a few kernels.
 
     Sources: torch.profiler's pattern matcher (ForLoopIndexingPattern), the PyTorch performance tuning guide."""
-    per_step = [(s, _loops(s)) for s in r.steps]
-    loops = [(ops, n) for _, found in per_step for ops, n in found]
+    per_step = {id(s): _loops(s) for s in r.steps}
+    loops = [(ops, n) for found in per_step.values() for ops, n in found]
     if not loops:
         return []
     body_names = {o.name for ops, _ in loops for o in ops}
+    backward_of_body: dict[str, bool] = {}  # per autograd node name
+    spans_by_step: dict[int, list[tuple[float, float]]] = {}  # each replay's edit asks for a step's spans again
+
+    def is_backward_of_body(name: str) -> bool:
+        found = backward_of_body.get(name)
+        if found is None:
+            found = backward_of_body[name] = any(_backward_of(name, op) for op in body_names)
+        return found
 
     def spans(step: Step):
-        items = [o for ops, _ in _loops(step) for o in ops]
-        # the backward's nodes for the loop's ops, on autograd's thread: one per op and row
-        items += [o for o in step.ops if o.name.startswith("autograd::engine::evaluate_function: ")
-                  and any(_backward_of(o.name, name) for name in body_names)]
-        return spans_of(items)
+        if id(step) not in spans_by_step:
+            found = per_step[id(step)] if id(step) in per_step else _loops(step)
+            items = [o for ops, _ in found for o in ops]
+            # the backward's nodes for the loop's ops, on autograd's thread: one per op and row
+            items += [o for o in step.ops if o.name.startswith("autograd::engine::evaluate_function: ")
+                      and is_backward_of_body(o.name)]
+            spans_by_step[id(step)] = spans_of(items)
+        return spans_by_step[id(step)]
 
     if r.replay is not None:
         saving = r.replay.saving(cut_cpu(spans, VECTOR_CPU_KEEP[1], VECTOR_GPU_KEEP[1]),

@@ -4,13 +4,15 @@ under autocast everywhere (Volta's and Turing's tensor cores take fp16 only; AMD
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
+from functools import lru_cache
 
 from trace_report import peaks
 from trace_report.advice.common import Reading, source_of, times, us, where_of
 from trace_report.advice.findings import Finding
 from trace_report.advice.replay import edit_events
-from trace_report.kernels import decode
+from trace_report.kernels import decode, math_unit
 
 # What a GEMM reaches of its unit's peak, least and most: an fp32 GEMM on CUDA cores (a simple datapath, near its peak
 # at size) against the same GEMM on tensor cores (further from theirs, more so at small sizes).
@@ -20,10 +22,23 @@ OLD_TENSOR_CORES = ("sm70", "sm72", "sm75")  # tensor cores for fp16 only: no TF
 
 
 def _fp32(work) -> bool:
-    name = decode(work.name)
+    return _fp32_name(work.name)
+
+
+@lru_cache(maxsize=4096)  # per kernel name: a trace repeats a few hundred names tens of thousands of times
+def _fp32_name(kernel: str) -> bool:
+    """An fp32 GEMM off the tensor cores. A kernel whose name says tensor cores (`wgmma`, `tensorop`, `s1688gemm`) or
+    TF32 math (`sm90_xmma_gemm_f32f32_tf32f32_f32`: fp32 in memory, TF32 in the MMA) already runs on them; CUTLASS's
+    `simt_sgemm` and cuBLAS's `sgemm` and `ffma` kernels name no dtype but are fp32 on the CUDA cores (an H100's fp32
+    step of lesson 12 ran 12 of its 23 GEMMs a step as cutlass_80_simt_sgemm)."""
+    if math_unit(kernel) in ("tensor cores", "matrix cores") or "tf32" in kernel.lower():
+        return False
+    name = decode(kernel)
     dtype = dict(name.details).get("dtype")
     if dtype is not None:
         return dtype == "fp32"
+    if re.search(r"sgemm|ffma", kernel, re.IGNORECASE):
+        return True
     return " fp32 " in f" {name.short} "
 
 

@@ -20,6 +20,7 @@ bytes in 8 could carry over NVLink's 450 GB/s each way: its chunks went by anoth
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from dataclasses import dataclass
 
 from trace_report.kernels.name import KernelName, base_function
@@ -117,6 +118,7 @@ _SYMMETRIC_MEMORY = re.compile(r"symmetric_memory::|\b(?:one_shot|two_shot|multi
                                r"reduce_scatter)\w*_kernel")
 
 
+@lru_cache(maxsize=8192)  # a trace repeats a few hundred kernel names tens of thousands of times
 def is_symmetric_memory_kernel(name: str) -> bool:
     """PyTorch's symmetric-memory kernels (`c10d::symmetric_memory::barrier_kernel`, `one_shot_all_reduce_kernel`,
     ...): the ranks' barriers and signals, or a collective run through peer GPUs' memory."""

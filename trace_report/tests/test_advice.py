@@ -42,15 +42,20 @@ def _rules(path) -> list[str]:
 
 def test_the_2021_resnet_step_shows_each_habit_of_its_day(v100):
     rules = v100.advice.rules
-    for rule in ("dataloader", "single-tensor-optimizer", "zero-grad", "pageable-copy", "fp32-matmul"):
+    for rule in ("dataloader", "single-tensor-optimizer", "zero-grad", "fp32-matmul"):
         assert rule in rules, (rule, rules)
     loader = v100.advice.finding("dataloader")
     assert "_SingleProcessDataLoaderIter.__next__" in loader.evidence
     assert "num_workers" in loader.change
     optimizer = v100.advice.finding("single-tensor-optimizer")
     assert "SGD" in optimizer.evidence and "fused=True" in optimizer.change
-    copies = v100.advice.finding("pageable-copy")
-    assert "Pageable" in copies.evidence and "pin_memory=True" in copies.change and "non_blocking=True" in copies.change
+
+
+def test_pinning_on_the_loops_own_thread_is_no_saving_promised(v100):
+    """The 2021 step copies its batch from pageable memory (1.95 ms of a 174 ms step), but its DataLoader has no
+    workers: pin_memory=True would pin on the loop's thread, a copy on the CPU as long as CUDA's staging was. What is
+    left to save is under 1% of the step, and the advice says nothing of it."""
+    assert v100.advice.finding("pageable-copy") is None, v100.advice.rules
 
 
 def test_volta_is_told_fp16_autocast_not_tf32(v100):
