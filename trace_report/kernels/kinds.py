@@ -5,12 +5,13 @@
     attention        fused attention: FlashAttention, cuDNN's SDPA, xformers, FlashInfer, TRT-LLM's fmha, ...
     normalization    layer, RMS, batch and group norm, forward and backward
     elementwise      pointwise math: activations, adds and muls, casts that compute, quantization
-    reduction        sums, means, softmax, losses, scans
+    reduction        sums, means, softmax, losses, scans, pooling (RoIAlign and RoIPool too)
     copy and memset  memcpy, memset, layout transforms, concatenation, fills
     communication    NCCL/RCCL collectives and symmetric-memory ones (their time includes waiting for other ranks)
     optimizer        whatever runs inside torch.optim's step, foreach and fused optimizer kernels
     embedding and indexing   gathers, scatters, embedding lookups and their backward
-    sorting, top-k and MoE routing   sorts, top-k, a mixture of experts' routing and token permutation
+    sorting, top-k and MoE routing   sorts, top-k, a mixture of experts' routing and token permutation, the boxes
+                     non-maximum suppression keeps (torchvision's nms)
     other            what neither the name, the ops it lists, nor the op that launched it tells
 
 Two tables decide: OP_KINDS by op name (ATen's, a library's, or what a kernel's name lists), WORK_WORDS by the words
@@ -37,7 +38,7 @@ OP_KINDS = [
     (r"attention|attn|sdpa|flash|fmha|paged_attention|flex_decoding", ATTENTION),
     (r"(layer|rms|batch|group|instance)_?norm|norm_(fwd|bwd|forward|backward)", NORMALIZATION),
     (r"^(sort|argsort|topk|top_k|\w*topk\w*|\w*top_k\w*|msort|kthvalue|unique\w*|\w*moe_align\w*|\w*moe_sum\w*"
-     r"|\w*routing\w*|\w*permute\w*_experts?|\w*gating\w*|moe_forward|\w*moe\w*)$", ROUTING),
+     r"|\w*routing\w*|\w*permute\w*_experts?|\w*gating\w*|moe_forward|\w*moe\w*|(?:\w+_)?nms(?:_\w+)?)$", ROUTING),
     (r"^(embedding|embedding_backward|embedding_dense_backward|embedding_bag|_embedding_bag\w*|index|index_select|gather"
      r"|scatter|scatter_add|scatter_reduce|index_put|_index_put_impl|index_add|index_copy|take|masked_select|nonzero"
      r"|masked_scatter|\w*embedding\w*|\w*index\w*|repeat_interleave|searchsorted|bucketize)$", INDEXING),
@@ -46,7 +47,7 @@ OP_KINDS = [
      r"|\w*transpose\w*|pad|constant_pad_nd|roll|flip|repeat|narrow_copy|split_with_sizes_copy|_foreach_copy)$", COPY),
     (r"softmax|^(sum|mean|var|std|var_mean|max|min|amax|amin|argmax|argmin|logsumexp|cumsum|cumprod|prod|all|any|norm"
      r"|nll_loss\w*|cross_entropy\w*|mse_loss|l1_loss|\w*_loss|\w*_loss_backward|reduce\w*|split-K reduce|aminmax"
-     r"|count_nonzero|histc|bincount|\w*pool\w*|_adaptive_avg_pool\w*|avg_pool\w*|max_pool\w*)$", REDUCTION),
+     r"|count_nonzero|histc|bincount|\w*pool\w*|_adaptive_avg_pool\w*|avg_pool\w*|max_pool\w*|\w*roi_align\w*)$", REDUCTION),
     (r"^(add|sub|rsub|mul|div|neg|pow|rsqrt|sqrt|exp|exp2|log|log1p|log2|tanh|sigmoid|silu|gelu|relu|relu6|hardtanh"
      r"|threshold|where|masked_fill|lerp|addcmul|addcdiv|clamp|clamp_min|clamp_max|abs|sin|cos|reciprocal|dropout"
      r"|native_dropout|bernoulli|erf|erfinv|maximum|minimum|eq|ne|lt|gt|le|ge|compare|sign|square|logical_not"
@@ -77,6 +78,11 @@ WORK_WORDS = [
     # all-reduce over peer GPUs' memory (no reduction of one tensor).
     (r"reshape_and_cache|concat_and_cache|store_?kv|kv_?cache_?(?:write|store)|append_paged_kv|to_dense", COPY),
     (r"kv_indices", INDEXING),
+    # Detection's ops (torchvision's, and mmcv's and detectron2's of the same names): RoIAlign and RoIPool pool each
+    # box's bins (an average of bilinear samples, a max) as a pooling layer pools its windows; NMS selects the boxes
+    # to keep, by score (its kernel marks the pairs that overlap past the threshold).
+    (r"roi_?align|roi_?pool", REDUCTION),
+    (r"(?<![a-z])nms(?![a-z])", ROUTING),
     (r"rotary|\brope|swiglu|geglu|silu_and_mul|act_and_mul|gelu_and_mul", ELEMENTWISE),
     (r"cross_device_reduce|custom_?all_?reduce|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast",
      COMMUNICATION),

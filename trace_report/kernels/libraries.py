@@ -1,15 +1,15 @@
 """Kernels of the libraries a model's code calls beside PyTorch: inference engines (vLLM, SGLang, FlashInfer,
 TensorRT-LLM's runtime kernels), training libraries (Transformer Engine, Apex, DeepGEMM, DeepEP), recommendation
-(FBGEMM), quantization (bitsandbytes, Marlin). Their names are words, not codes: `vllm::rms_norm_kernel<...>`,
-`flashinfer::BatchPrefillWithPagedKVCacheKernel<...>`. The namespace says the library, the words the kind of work
-(kinds.WORK_WORDS); what the words leave open, the launching op decides.
+(FBGEMM), quantization (bitsandbytes, Marlin), vision (torchvision's detection ops). Their names are words, not codes:
+`vllm::rms_norm_kernel<...>`, `flashinfer::BatchPrefillWithPagedKVCacheKernel<...>`. The namespace says the library,
+the words the kind of work (kinds.WORK_WORDS); what the words leave open, the launching op decides.
 """
 
 from __future__ import annotations
 
 import re
 
-from trace_report.kernels.kinds import COMMUNICATION, GEMM, OPTIMIZER, kind_of_words
+from trace_report.kernels.kinds import COMMUNICATION, GEMM, NORMALIZATION, OPTIMIZER, kind_of_words
 from trace_report.kernels.name import KernelName, base_function, plain_base, template_arguments
 
 
@@ -21,6 +21,9 @@ LIBRARIES = [
     (r"\btensorrt_llm::|^moe::dev::", "TensorRT-LLM"),
     (r"\btransformer_engine::|^nvte_", "Transformer Engine"),
     (r"\bapex::|^multi_tensor_apply_kernel<.*(?:Adam|LAMB|Novograd)Functor", "Apex"),
+    # Apex's fused LayerNorm and RMSNorm (csrc/layer_norm_cuda_kernel.cu, copied into Megatron and others)
+    (r"^cuApply(?:Layer|RMS)Norm|^cuCompute(?:Part)?Grad(?:GammaBeta|Input)$", "Apex"),
+    (r"\bvision::ops::", "torchvision"),  # its detection ops: roi_align, nms, roi_pool, ps_roi_*, deform_conv2d
     (r"\bdeep_gemm::", "DeepGEMM"),
     (r"\bdeep_ep::|\bdpsk::ep::", "DeepEP"),
     (r"\bdpsk::", "DeepSeek's kernels"),
@@ -51,6 +54,8 @@ def decode_library(name: str, core: str) -> KernelName | None:
     work = kind_of_words(base) or kind_of_words(head.replace("fbgemm", "fbg"))  # FBGEMM's name is no GEMM
     if family == "DeepEP" and re.search(r"dispatch|combine|notify", base):
         work = COMMUNICATION  # expert parallelism's all-to-all: tokens to their experts' ranks and back
+    if family == "Apex" and base.startswith("cuCompute"):
+        work = NORMALIZATION  # its layer norm's backward: the input's gradient, gamma's and beta's
     details = (("kernel", base),)
     # A kernel that runs a functor says which (Apex's `multi_tensor_apply_kernel<..., AdamFunctor<...>, ...>`: the
     # optimizer); its other template arguments are sizes and types.

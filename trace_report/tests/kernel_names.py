@@ -376,3 +376,24 @@ TRTLLM_ROUTING = (
     "float16, __nv_bfloat16, 128, false, true, true> >(moe::dev::routing::routingRenormalize::KernelParams<__nv_bfloa"
     "t16, __nv_bfloat16, 128, false, true, true>)"
 )
+# torchvision's detection ops (Faster and Mask R-CNN: torchvision/csrc/ops/cuda/*_kernel.cu): no public trace of them
+# at hand, so spelled from the source as CUPTI writes a kernel (`void`, namespaces, template arguments, parameter
+# types with top-level const dropped), as ATen's kernels in the traces above are spelled.
+TV_ROI_ALIGN = ("void vision::ops::(anonymous namespace)::roi_align_forward_kernel_impl<float>(int, float const*, "
+                "float, int, int, int, int, int, int, bool, float const*, float*)")
+TV_ROI_ALIGN_BACKWARD = ("void vision::ops::(anonymous namespace)::roi_align_backward_kernel_impl<float>(int, float "
+                         "const*, float, int, int, int, int, int, int, bool, float*, float const*, int, int, int, int, "
+                         "int)")
+TV_ROI_POOL = ("void vision::ops::(anonymous namespace)::roi_pool_forward_kernel_impl<float>(int, float const*, float, "
+               "int, int, int, int, int, float const*, float*, int*)")
+TV_NMS = ("void vision::ops::(anonymous namespace)::nms_kernel_impl<float>(int, double, float const*, unsigned long "
+          "long*)")
+TV_DEFORM_IM2COL = ("void vision::ops::(anonymous namespace)::deformable_im2col_kernel<float>(int, float const*, float "
+                    "const*, float const*, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, "
+                    "bool, float*)")
+# Apex's fused LayerNorm backward, spelled from apex/csrc/layer_norm_cuda_kernel.cu as above (its template<T, U> form,
+# fp16 with fp32 statistics); Megatron and others carry copies of the same kernels
+APEX_LN_GRAD_INPUT = ("void cuComputeGradInput<c10::Half, float>(c10::Half const*, c10::Half const*, int, int, float "
+                      "const*, float const*, float, c10::Half const*, c10::Half*)")
+APEX_LN_GAMMA_BETA = ("void cuComputePartGradGammaBeta<c10::Half, float>(c10::Half const*, c10::Half const*, int, int, "
+                      "float const*, float const*, float, float*, float*)")

@@ -20,7 +20,7 @@ from trace_report.device import gpu_label
 from trace_report.kernels import (ATTENTION, COMMUNICATION, CONVOLUTION, COPY, ELEMENTWISE, GEMM,
                                                  INDEXING, NORMALIZATION, OPTIMIZER, REDUCTION, ROUTING, decode,
                                                  decode_nccl, demangle, gfx_in_name, gfx_label, kind_of_kernel,
-                                                 math_unit)
+                                                 kind_of_op, math_unit)
 from trace_report.kernels.name import SHORT_LIMIT
 from trace_report.tests.kernel_names import (
     FA3_FWD, FA3_COMBINE, FA3_BWD, FA3_PREPROCESS, FA2_NAMESPACED_TRAITS, FA3_EARLY, CUTLASS_RELU, CUTLASS_SIMT,
@@ -31,6 +31,7 @@ from trace_report.tests.kernel_names import (
     IGEMM_FWD, IGEMM_WRW, CK_RMSNORM, CK_GROUPED_CONV, CK_FMHA_PREFILL, CK_BWD_WEIGHT, AITER_RMSNORM,
     VLLM_FUSED_ADD_RMS_NORM, VLLM_RMS_NORM, VLLM_ACT_AND_MUL, SGLANG_ACT_AND_MUL, VLLM_FP8_QUANT,
     VLLM_ROCM_PAGED_ATTENTION, DEEPEP_DISPATCH, DPSK_TRANSPOSE, CUB_RADIX_SORT, FBGEMM_EMBEDDING, TRTLLM_ROUTING,
+    TV_ROI_ALIGN, TV_ROI_ALIGN_BACKWARD, TV_ROI_POOL, TV_NMS, TV_DEFORM_IM2COL, APEX_LN_GRAD_INPUT, APEX_LN_GAMMA_BETA,
 )
 
 # --- checking one name ------------------------------------------------------------------------------------------
@@ -427,12 +428,29 @@ LIBRARIES = [
     case(CUB_RADIX_SORT, "CUB", ROUTING, False),
     # HTA's trace_diff data: a recommendation model's embedding tables
     case(FBGEMM_EMBEDDING, "FBGEMM", INDEXING, False),
+    # torchvision's detection ops (a Faster R-CNN step's box head): RoIAlign and RoIPool pool each box's bins, forward
+    # and backward, as pooling is a reduction; NMS picks the boxes to keep; deform_conv2d's im2col is a convolution's
+    case(TV_ROI_ALIGN, "torchvision", REDUCTION, False, short="roi_align_forward_kernel_impl<…>"),
+    case(TV_ROI_ALIGN_BACKWARD, "torchvision", REDUCTION, False),
+    case(TV_ROI_POOL, "torchvision", REDUCTION, False),
+    case(TV_NMS, "torchvision", ROUTING, False, short="nms_kernel_impl<…>"),
+    case(TV_DEFORM_IM2COL, "torchvision", CONVOLUTION, False),
+    # Apex's fused LayerNorm backward: the input's gradient and gamma's and beta's, named for neither
+    case(APEX_LN_GRAD_INPUT, "Apex", NORMALIZATION, False),
+    case(APEX_LN_GAMMA_BETA, "Apex", NORMALIZATION, False),
 ]
 
 
 @pytest.mark.parametrize(FIELDS, LIBRARIES)
 def test_libraries(name, family, kind, gemm, details, short, ops, math):
     check(name, family, kind, gemm, details, short, ops, math)
+
+
+@pytest.mark.parametrize("op, kind", [("torchvision::roi_align", REDUCTION), ("torchvision::_roi_align_backward", REDUCTION),
+                                      ("torchvision::ps_roi_pool", REDUCTION), ("torchvision::nms", ROUTING),
+                                      ("torchvision::deform_conv2d", CONVOLUTION)])
+def test_torchvisions_ops_are_their_kernels_kind(op, kind):
+    assert kind_of_op(op) == kind  # the CPU op's row, and the kind of a kernel whose name says nothing
 
 
 # --- demangling -------------------------------------------------------------------------------------------------
