@@ -93,6 +93,8 @@ def trace_to_dict(trace: Trace, *, bandwidth_gbs: float | None = None, second: T
         "fusion": fusion.analyze(trace, bandwidth_gbs, second).to_dict(),
         "notes": trace.notes + ([trace.skipped_note] if trace.skipped_note else []),
         "skipped_events": dict(trace.skipped_events),  # why -> how many events the reader could not use
+        # GPU work clipped on its stream (overlaps.py): only where some was, so that other traces' JSON stays as it was
+        **({"overlaps": trace.overlaps.to_dict()} if trace.overlaps else {}),
     }
 
 

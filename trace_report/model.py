@@ -301,6 +301,38 @@ class KernelStat:
         return short_work_name(self.kind, self.name)
 
 
+@dataclass(frozen=True)
+class Overlaps:
+    """GPU work that ran past the start of the next item on its stream, where nothing may overlap (overlaps.py finds
+    it while reading): how many items had their end clipped to that start, the µs clipped in all, and how many of
+    them Perfetto will not draw (each starts inside the one before it on its stream and ends after it)."""
+
+    clipped: int = 0
+    clipped_us: float = 0.0
+    undrawn: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.clipped or self.undrawn)
+
+    def plus(self, other: Overlaps) -> Overlaps:
+        return Overlaps(self.clipped + other.clipped, self.clipped_us + other.clipped_us, self.undrawn + other.undrawn)
+
+    @property
+    def note(self) -> str | None:
+        """One sentence for the report, or None when nothing overlaps."""
+        if not self:
+            return None
+        n = self.clipped
+        text = (f"{n:,} GPU item{'s' if n != 1 else ''} ran into the next on {'their' if n != 1 else 'its'} stream: "
+                f"clipped, {self.clipped_us:,.1f} µs in all")
+        if self.undrawn:
+            text += f"; {self.undrawn:,} not drawn by Perfetto"
+        return text
+
+    def to_dict(self) -> dict:
+        return {"clipped": self.clipped, "clipped_us": round(self.clipped_us, 3), "undrawn": self.undrawn}
+
+
 @dataclass
 class Trace:
     """A whole trace as read: its steps, what fell outside them, and the table's totals.
@@ -336,6 +368,8 @@ class Trace:
     meta: dict = field(default_factory=dict)
     # profile_memory=True: every allocation and free, as memory.MemoryEvent (memory.py reads them), in file order.
     memory_events: list = field(default_factory=list)
+    # What overlapped where nothing may (overlaps.py): GPU work clipped on its stream, events Perfetto will not draw.
+    overlaps: Overlaps = field(default_factory=Overlaps)
 
     @property
     def name(self) -> str:

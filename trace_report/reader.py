@@ -44,6 +44,7 @@ from trace_report.kernels import MODULE_PREFIX
 from trace_report.memory import MEMORY_EVENT, memory_event
 from trace_report.model import MODULES_FROM_RANGES, MODULES_FROM_STACKS, WHOLE_TRACE
 from trace_report.model import CpuOp, GpuWork, RuntimeCall, Step, Trace, skipped_reasons
+from trace_report.overlaps import clip_stream_overlaps
 from trace_report.source import ARG_KEYS, RAW, UNSET, Record, RecordArgs, TraceSource, args_dict, open_text, raw_value
 
 GPU_KINDS = {
@@ -316,6 +317,8 @@ class _Collector:
         return dims if dims is None else self.shapes.setdefault(dims, dims)
 
     def build(self, path: Path, meta: dict) -> Trace:
+        # Before any time is read: work that ran past the next on its stream ends where the next starts (overlaps.py).
+        overlaps = clip_stream_overlaps(self.gpu)
         notes: list[str] = []
         steps = [Step(name, ts, dur) for name, ts, dur, _, _ in sorted(self.steps, key=lambda s: s[1])]
         from_profiler_steps = bool(steps)
@@ -405,6 +408,7 @@ class _Collector:
             module_source=module_source,
             meta=meta,
             memory_events=self.memory,
+            overlaps=overlaps,
         )
 
 

@@ -165,6 +165,8 @@ def print_header(trace: Trace, console: Console) -> None:
     console.print(f"[bold]{escape(trace.name)}[/bold] · {escape(where)} · {escape(steps)}")
     for text in trace.notes:
         console.print(f"[yellow]note:[/yellow] {escape(text)}")
+    if trace.overlaps:
+        console.print(f"[dim]{escape(trace.overlaps.note)}[/dim]")
 
 
 def print_gpu_step(step: Step, console: Console, *, full_names: bool, rows: int | None) -> None:

@@ -28,13 +28,24 @@ def planted(tmp_path, source=H200_EAGER, kernel=GELU, factor=1.10, keep_steps=No
     `keep_steps`, the other ProfilerStep boxes left out (their ops fall outside the steps)."""
     data = load_trace(source)
     events = []
+    longer: dict[int, float] = {}  # index in events -> the µs that kernel gained
     for event in data["traceEvents"]:
         name = event.get("name", "")
         if keep_steps is not None and name.startswith("ProfilerStep#") and int(name.split("#")[1]) not in keep_steps:
             continue
         if event.get("cat") == "kernel" and kernel in name:
             event = {**event, "dur": event["dur"] * factor}
+            longer[len(events)] = event["dur"] * (1 - 1 / factor)
         events.append(event)
+    # A stream runs one item at a time: what follows a longer kernel on its stream starts as much later (left where
+    # it was, it would overlap the kernel, and the reader clips such an overlap back: trace_report/overlaps.py).
+    later: dict[tuple, float] = {}
+    for i in sorted((i for i, e in enumerate(events) if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")),
+                    key=lambda i: events[i]["ts"]):
+        event, stream = events[i], (events[i].get("pid"), events[i].get("tid"))
+        if later.get(stream):
+            events[i] = {**event, "ts": event["ts"] + later[stream]}
+        later[stream] = later.get(stream, 0.0) + longer.get(i, 0.0)
     path = tmp_path / f"{source.name.removesuffix('.json.gz')}_{kernel}_x{factor}.json.gz"
     with gzip.open(path, "wt", encoding="utf-8") as f:
         json.dump({**data, "traceEvents": events}, f)
