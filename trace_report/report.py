@@ -335,7 +335,7 @@ def _look(args: argparse.Namespace, parser: ArgumentParser) -> int:
             parser.error(f"--png writes a PNG: give it a file name ending in .png, not {png.name!r}")
         writable_file(png, "the picture")
         if several:
-            ranks = rank_traces.read_ranks(paths, keep_traces=True)
+            ranks = rank_traces.read_ranks(paths, keep_traces=True, jobs=args.jobs, skip_bad=args.skip_bad)
             chosen = [(r.rank, r.trace, choose_step(r.trace, args.step)) for r in ranks]
             drawn = write_ranks_picture(chosen, png)
             print(f"picture: {png} ({len(chosen)} ranks, {chosen[0][2].name}, {len(drawn.arrows)} launch arrows)",

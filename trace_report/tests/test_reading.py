@@ -192,6 +192,20 @@ def test_the_command_line_names_the_bad_rank_and_skips_it_when_asked(tmp_path):
     assert "2 ranks" in run.stdout and "run_rank2.json.gz" in run.stderr and "skipped" in run.stderr
 
 
+def test_the_ranks_picture_skips_a_bad_rank_when_asked(tmp_path):
+    pytest.importorskip("matplotlib")
+    from trace_report.tests.support import run_report
+
+    paths = [str(p) for p in rank_set(tmp_path, 3, bad=2)]
+    png = tmp_path / "ranks.png"
+    run = run_report(*paths, "--png", str(png), timeout=120)
+    assert run.returncode == 2 and "run_rank2.json.gz" in run.stderr and not png.exists(), run.stderr
+    run = run_report(*paths, "--png", str(png), "--skip_bad", timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "2 ranks" in run.stdout and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "run_rank2.json.gz" in run.stderr and "skipped" in run.stderr
+
+
 # --- bad input at any size -------------------------------------------------------------------------------------
 
 
