@@ -294,7 +294,10 @@ class TraceSource:
         if self.eof:
             return False
         # Read at least as much as we hold, so that a long value costs a few reads, not one per MiB.
-        chunk = self.text.read(max(CHUNK_CHARS, len(self.buf) - self.pos))
+        try:
+            chunk = self.text.read(max(CHUNK_CHARS, len(self.buf) - self.pos))
+        except UnicodeDecodeError as err:
+            raise UsageError(f"{self.path}: not UTF-8 text, so not a JSON trace: {self._bad_byte(err)}") from None
         if not chunk:
             self.eof = True
             return False
@@ -303,6 +306,16 @@ class TraceSource:
         self.pos = 0
         self.batches = True
         return True
+
+    def _bad_byte(self, err: UnicodeDecodeError) -> str:
+        """Where the first byte UTF-8 refuses is: its offset in the file (in the gzip's content for a .json.gz) as the
+        text layer read it, else the characters read before it."""
+        bad = err.object[err.start:err.start + 1].hex() if isinstance(err.object, (bytes, bytearray)) else ""
+        try:  # the text layer decodes what it last read from its buffer: the error's offset is within that
+            at = self.text.buffer.tell() - len(err.object) + err.start
+        except (AttributeError, OSError, ValueError, TypeError):
+            return f"a byte {bad and '0x' + bad + ' '}after character {self.consumed + len(self.buf):,}"
+        return f"byte 0x{bad} at byte {at:,}" if bad else f"a byte at byte {at:,}"
 
     def _peek(self) -> str:
         while True:

@@ -209,6 +209,21 @@ def test_the_ranks_picture_skips_a_bad_rank_when_asked(tmp_path):
 # --- bad input at any size -------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("gzipped", [False, True], ids=["json", "gz"])
+def test_a_byte_that_is_not_utf8_is_named_with_its_offset(tmp_path, gzipped):
+    from trace_report.tests.support import run_report
+
+    events = b",".join(b'{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": %d, "dur": 1, "pid": 1, "tid": 1}' % i
+                       for i in range(30_000))  # past the first chunk the reader decodes
+    head = b'{"traceEvents": [' + events + b', {"ph": "X", "name": "ab'
+    text = head + b'\xff"}]}'
+    path = tmp_path / ("bad.json.gz" if gzipped else "bad.json")
+    path.write_bytes(gzip.compress(text) if gzipped else text)
+    run = run_report(str(path), timeout=60)
+    assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr
+    assert f"not UTF-8 text, so not a JSON trace: byte 0xff at byte {len(head):,}" in run.stderr
+
+
 def test_a_trace_cut_anywhere_is_one_line_that_says_where(tmp_path):
     whole = gzip.decompress(SAMPLES[0].read_bytes()).decode()
     assert len(whole) > 2 * source.CHUNK_CHARS  # cuts in the first chunk, the middle ones and the last
