@@ -298,10 +298,13 @@ def _parents(step: Step) -> dict[int, CpuOp | None]:
     for ops in by_thread.values():
         ops.sort(key=lambda op: (op.ts, -op.dur))
         stack: list[CpuOp] = []
+        inner: list[CpuOp | None] = [None]  # inner[k]: the innermost op (not a label) of stack[:k]
         for op in ops:
             while stack and stack[-1].ts + stack[-1].dur < op.ts + op.dur:
                 stack.pop()
+                inner.pop()
             if not op.is_label:
-                parents[id(op)] = next((around for around in reversed(stack) if not around.is_label), None)
+                parents[id(op)] = inner[-1]
             stack.append(op)
+            inner.append(inner[-1] if op.is_label else op)
     return parents
