@@ -22,6 +22,11 @@ without it, and weighs the saving measured against the range the advice predicte
 nearest end). The first finding should be the change that saves the most alone. Last, every fix at once, beside the
 sum of the predictions: savings do not add (a step that no longer waits on its data may now wait on its launches).
 
+Not every textbook fix pays. On a GPU, at this lesson's sizes, three habits cost under 1% of the step, and the lesson
+guesses that the advice stays silent on them: AdamW's loop over 16 weight tensors (four of them 16 MB, where a fused
+step moves the same bytes), zero_grad's fills (67 MB written, tens of µs) and the position table (0.2 ms of the CPU
+and a 1 MB copy). An H100 measured them so; measure before you claim.
+
 On a CPU the trace shows what a CPU does: the loss's loop and its ops row by row, the optimizer's loop over tensors,
 zero_grad's fills, the batch made inside the step (the op table lists them all). The advice weighs fewer of them
 there. A CPU trace has no copy between host and device, no GPU to wait for and no tensor cores, and what the advice
@@ -75,6 +80,13 @@ HABITS = {
     "zero-grad": ("zero_grad(set_to_none=False) writes zeros", "zero_grad(), set_to_none", "to-none"),
     "cpu-built-tensor": ("a position table built on the CPU every step", "built once, on the device", "table"),
     "loop-kernels": ("the loss as a loop over the batch's rows", "one expression over the batch", "vector"),
+}
+# On a GPU, at its sizes: the habits whose cost the advice should weigh under 1% of the step, and why (an H100 measured
+# them so: textbook fixes, worth nothing here).
+QUIET_ON_A_GPU = {
+    "single-tensor-optimizer": "planted, but AdamW's loop over 16 weight tensors is little beside this step",
+    "zero-grad": "planted, but its fills write 67 MB: tens of µs of the GPU",
+    "cpu-built-tensor": "planted, but the table is 0.2 ms of the CPU and a 1 MB copy",
 }
 # What the advice finds in the planted step's CPU trace (this lesson's, at its CPU sizes); the others, and why not.
 SEEN_ON_A_CPU = ("single-tensor-optimizer", "loop-kernels")
@@ -253,8 +265,10 @@ class Training:
 
 def expectations(fixed: Fixed, device_type: str) -> list:
     shown = HABITS if device_type == "cuda" else SEEN_ON_A_CPU
+    quiet = QUIET_ON_A_GPU if device_type == "cuda" else {}
     checks = [ex.profiler_steps(), ex.labels_per_step(*LABELS)]
-    checks += [ax.rule_found(rule, HABITS[rule][0]) for rule in shown if not fixed.has(rule)]
+    checks += [ax.rule_found(rule, HABITS[rule][0]) for rule in shown if not fixed.has(rule) and rule not in quiet]
+    checks += [ax.rule_silent(rule, quiet[rule]) for rule in shown if not fixed.has(rule) and rule in quiet]
     checks += [ax.rule_silent(rule, f"fixed ({HABITS[rule][1]})") for rule in shown if fixed.has(rule)]
     return checks
 

@@ -7,12 +7,14 @@ import importlib
 import itertools
 import re
 from argparse import Namespace
+from pathlib import Path
 
 import pytest
 import torch
 from conftest import lesson_marks, requires_cuda, run_script, stderr_lines
 
 import trace_report
+from trace_report.reader import read_trace
 from profiling_in_pytorch.lesson import advice as lesson_advice
 
 SCRIPT = "12_what_to_change.py"
@@ -170,6 +172,26 @@ def test_the_ranking_names_the_fix_that_saved_most():
     ok, text = lesson_advice.ranking("zero-grad", [b, a])
     assert ok is False and "dataloader saved the most" in text
     assert lesson_advice.ranking("dataloader", [a])[0] is None
+
+
+# --- the lesson's GPU guesses, on its traces from an H100 --------------------------------------------------------
+
+H100_TRACES = Path(trace_report.__file__).parent / "tests" / "fixtures" / "h100" / "traces" / FOLDER
+GPU_TAG = "{batch}_{seq}_{dim}_{hidden}_L{layers}".format(**LESSON.GPU_SIZES)
+
+
+@pytest.mark.parametrize("fixes", [(), tuple(LESSON.HABITS)], ids=["planted", "fixed-all"])
+def test_what_the_lesson_guesses_on_a_gpu_holds_on_its_h100_traces(fixes):
+    """Every guess the lesson makes on a GPU, checked against the traces it wrote on an H100: the habits the advice
+    finds there, the three it stays silent on (under 1% of that step), and none of the eight once all are fixed."""
+    fixed = LESSON.Fixed().adding(*fixes)
+    trace = read_trace(H100_TRACES / f"{GPU_TAG}_{fixed.tag}_eager_fp32.json.gz")
+    expected = LESSON.expectations(fixed, "cuda")
+    silent = [e.text for e in expected if "is silent on" in e.text]
+    assert len(silent) == (len(LESSON.HABITS) if fixes else len(LESSON.QUIET_ON_A_GPU))
+    for expectation in expected:
+        outcome = expectation.check(trace)
+        assert outcome.ok is True, (expectation.text, outcome.evidence)
 
 
 # --- on a GPU -------------------------------------------------------------------------------------------------

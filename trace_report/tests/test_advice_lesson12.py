@@ -1,0 +1,75 @@
+"""Lesson 12's training step on an H100 (torch 2.11), recorded twice: with every habit planted and with every habit
+fixed. The same step, the same sizes: each rule the planted trace holds a pattern for fires on it, and none of them
+on the fixed one (the pairs the host's rules are checked on, beside other people's traces in test_advice.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+import trace_report
+from trace_report.tests.support import FIXTURES
+
+LESSON = FIXTURES / "h100" / "traces" / "12_what_to_change"
+PLANTED = LESSON / "32_256_1024_4096_L4_planted_eager_fp32.json.gz"
+FIXED = LESSON / "32_256_1024_4096_L4_fixed-all_eager_fp32.json.gz"
+HABITS = ("dataloader", "pageable-copy", "sync", "fp32-matmul", "single-tensor-optimizer", "zero-grad",
+          "cpu-built-tensor", "loop-kernels")
+# What the planted step's trace shows worth 1% of its step or more, measured on the H100 (the lesson's fix check)
+FOUND = ("dataloader", "sync", "fp32-matmul", "loop-kernels", "pageable-copy")
+
+
+@pytest.fixture(scope="module")
+def planted():
+    return trace_report.read(PLANTED)
+
+
+@pytest.fixture(scope="module")
+def fixed():
+    return trace_report.read(FIXED)
+
+
+@pytest.mark.parametrize("rule", FOUND)
+def test_each_habit_the_planted_step_pays_for_is_found(planted, rule):
+    finding = planted.advice.finding(rule)
+    assert finding is not None, planted.advice.rules
+    low, high = finding.saving_us
+    assert 0 <= low <= high <= planted.advice.step_us
+    assert "12_what_to_change.py" in (finding.where or ""), finding.where
+
+
+def test_the_fixed_step_shows_none_of_the_habits(fixed):
+    assert not set(HABITS) & set(fixed.advice.rules), fixed.advice.rules
+
+
+def test_every_fp32_gemm_is_counted_and_no_tf32_one(planted, fixed):
+    """The planted step's GEMMs run as cuBLAS's sm80_xmma ffma kernels and CUTLASS's simt_sgemm (which name no
+    dtype); the fixed step's as sm90_xmma_gemm_f32f32_tf32f32: fp32 in memory, TF32 on the tensor cores."""
+    finding = planted.advice.finding("fp32-matmul")
+    assert "×23 a step" in finding.evidence, finding.evidence
+    assert fixed.advice.finding("fp32-matmul") is None
+
+
+def test_pinning_without_workers_is_weighed_on_the_loops_thread(planted):
+    """No DataLoader workers: pin_memory=True pins on the loop's thread, a copy on the CPU. The range starts near
+    nothing (the H100 measured 1.1 ms saved of a 10.7 ms pageable copy) and stays under the copy's own time."""
+    finding = planted.advice.finding("pageable-copy")
+    low, high = finding.saving_us
+    assert low < 1000 and high < 10_700, finding.saving_us
+    assert "loop's thread" in finding.basis and "num_workers" in finding.change
+
+
+def test_the_loaders_saving_waits_for_its_workers(planted):
+    """The loop's thread made a batch in 98 ms: four workers on one thread each make one no faster than every 98/4
+    ms at best, every 98 ms at worst, and the step cannot be shorter than that."""
+    finding = planted.advice.finding("dataloader")
+    low, high = finding.saving_us
+    loader_us = float(finding.evidence.split(": ", 1)[1].split(" ms")[0].replace(",", "")) * 1000
+    assert low <= planted.advice.step_us - loader_us + 1
+    assert high <= planted.advice.step_us - loader_us / 4 + 1
+    assert "one thread" in finding.basis
+
+
+def test_the_position_table_costs_too_little_to_name(planted):
+    """The table (arange, exp, sin, cos on 256×1024) takes 0.2 ms of the CPU and a 1 MB copy: under 1% of a 145 ms
+    step. The Python time before its copy is not the table's (an earlier rule dropped it too and promised 4 ms)."""
+    assert planted.advice.finding("cpu-built-tensor") is None
