@@ -76,18 +76,20 @@ class StepReplay:
             return known
         tail = self.tail if tail is None else tail
         latency = self.latency
+        # the events as plain tuples, the CPU's times scaled, once for the REPEATS passes
+        rows = [(e.gap * cpu_scale, e.waits, e.own * cpu_scale, e.work, e.blocks_on_work) for e in events]
         cpu = gpu = 0.0
         ends = []
         for _ in range(REPEATS):
-            for e in events:
-                cpu += e.gap * cpu_scale
+            for gap, waits, own, work, blocks in rows:
+                cpu += gap
                 start = cpu
-                if e.waits and gpu > cpu:
+                if waits and gpu > cpu:
                     cpu = gpu
-                cpu += e.own * cpu_scale
-                if e.work:
-                    gpu = (gpu if gpu > start + latency else start + latency) + e.work
-                if e.blocks_on_work and gpu > cpu:
+                cpu += own
+                if work:
+                    gpu = (gpu if gpu > start + latency else start + latency) + work
+                if blocks and gpu > cpu:
                     cpu = gpu
             cpu += tail * cpu_scale
             ends.append((cpu, gpu))
