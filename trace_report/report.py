@@ -276,13 +276,32 @@ def _rank_report(rank) -> Report:
 
 def _print_json(payload) -> None:
     """The report as one line of JSON: json's C encoder writes it only without indentation, 0.4 s sooner on a 14 MB
-    report (jq or python -m json.tool indent it for reading)."""
-    try:  # most reports hold no NaN or infinity: one pass of the C encoder, without walking the payload first
-        text = json.dumps(payload, ensure_ascii=False, allow_nan=False)
+    report (jq or python -m json.tool indent it for reading). Written a piece at a time, each top-level value and
+    each item of a top-level list encoded alone, the same bytes as json.dumps of the whole: the text of a 147 MB
+    trace's report is 30 MB, and held whole (with its encoding for stdout) it was the process's peak."""
+    write = sys.stdout.write
+    if not isinstance(payload, dict):
+        write(_dumps(payload))
+        write("\n")
+        return
+    write("{")
+    for i, (key, value) in enumerate(payload.items()):
+        write(f"{', ' if i else ''}{_dumps(key)}: ")
+        if isinstance(value, list) and value:
+            write("[")
+            for j, item in enumerate(value):
+                write(f"{', ' if j else ''}{_dumps(item)}")
+            write("]")
+        else:
+            write(_dumps(value))
+    write("}\n")
+
+
+def _dumps(value) -> str:
+    try:  # most reports hold no NaN or infinity: one pass of the C encoder, without walking the value first
+        return json.dumps(value, ensure_ascii=False, allow_nan=False)
     except ValueError:
-        text = json.dumps(_finite(payload), ensure_ascii=False, allow_nan=False)
-    sys.stdout.write(text)
-    sys.stdout.write("\n")
+        return json.dumps(_finite(value), ensure_ascii=False, allow_nan=False)
 
 
 def _finite(value):
