@@ -19,6 +19,10 @@ from trace_report.model import CpuOp, Step
 FUSED_CPU_KEEP = (0.05, 0.3)
 # and of its GPU time: one kernel reading each tensor once instead of a kernel per op per tensor, each reading it.
 FUSED_GPU_KEEP = (0.25, 0.7)
+# On a trace without a GPU the fused step's own work runs on the same thread: its math, and the Python around it that
+# fusing does not remove. Lesson 12 on 2 cores (16 small tensors): fused AdamW kept about half the loop's time (the
+# loop 720 µs profiled, 1.9x the unprofiled step's pace; 139-175 µs saved in four timings).
+FUSED_CPU_KEEP_ON_CPU = (0.05, 0.6)
 MIN_PARAMETERS = 2  # a loop over fewer tensors is no loop
 
 
@@ -71,7 +75,7 @@ def single_tensor_optimizer(r: Reading) -> list[Finding]:
         saving = r.replay.saving(cut_cpu(spans, FUSED_CPU_KEEP[1], FUSED_GPU_KEEP[1]),
                                  [cut_cpu(spans, FUSED_CPU_KEEP[0], FUSED_GPU_KEEP[0])])
     else:
-        saving = cpu_only_saving(r, spans, FUSED_CPU_KEEP)
+        saving = cpu_only_saving(r, spans, FUSED_CPU_KEEP_ON_CPU)
     box = steps[0][1]
     spent = sum(b.dur for _, b, _ in steps) / len(steps)
     ops = sum(len(_top(o, b)) for _, b, o in steps) / len(steps)
@@ -84,7 +88,9 @@ def single_tensor_optimizer(r: Reading) -> list[Finding]:
     return [Finding("single-tensor-optimizer", "the optimizer updates one tensor at a time", evidence, change, saving,
                     r.step_us, r.basis(f"a fused step keeps {FUSED_CPU_KEEP[0]:.0%}-{FUSED_CPU_KEEP[1]:.0%} of the "
                                        f"loop's CPU time and {FUSED_GPU_KEEP[0]:.0%}-{FUSED_GPU_KEEP[1]:.0%} of its GPU "
-                                       "time") if r.replay else _cpu_basis(r),
+                                       "time") if r.replay else
+                    f"{_cpu_basis(r)}; a fused step keeps {FUSED_CPU_KEEP_ON_CPU[0]:.0%}-{FUSED_CPU_KEEP_ON_CPU[1]:.0%} "
+                    "of the loop's time, its math and Python on the same thread",
                     source_of(single_tensor_optimizer), where=where_of([box]), count_per_step=ops)]
 
 
