@@ -84,3 +84,41 @@ def _unnested(items: list) -> int:
         else:
             ends.append(end)
     return dropped
+
+
+# --- a copy Perfetto draws whole (`--open`) ---------------------------------------------------------------------
+
+GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+REWRITE_LIMIT = 256 << 20  # bytes of JSON: a larger trace is served as it is (a rewrite holds it whole, ~6x in memory)
+
+
+class _Slice:
+    """One GPU event of a trace's JSON as clip_stream_overlaps reads it: its clipped `dur` goes back to the event."""
+
+    __slots__ = ("event", "pid", "tid", "ts", "dur", "recorded")
+
+    def __init__(self, event: dict):
+        self.event, self.pid, self.tid = event, event.get("pid"), event.get("tid")
+        self.ts, self.dur = float(event["ts"]), float(event.get("dur") or 0.0)
+        self.recorded = self.dur
+
+
+def drawable(doc: Any) -> Overlaps:
+    """Clip, in a trace's parsed JSON, each GPU event that runs into the next on its stream, as the reader does: then
+    Perfetto draws every one (it drops an event that starts inside another and ends after it). What was found."""
+    events = doc.get("traceEvents") if isinstance(doc, dict) else doc
+    if not isinstance(events, list):
+        return Overlaps()
+    slices = [_Slice(e) for e in events if isinstance(e, dict) and e.get("ph") == "X"
+              and str(e.get("cat", "")).lower() in GPU_CATEGORIES and type(e.get("ts")) in (int, float)
+              and type(e.get("dur", 0)) in (int, float) and _scalar(e.get("pid")) and _scalar(e.get("tid"))]
+    found = clip_stream_overlaps(slices)
+    if found.clipped:
+        for piece in slices:
+            if piece.dur != piece.recorded:
+                piece.event["dur"] = round(piece.dur, 3)
+    return found
+
+
+def _scalar(value: Any) -> bool:
+    return value is None or type(value) in (int, float, str)

@@ -15,6 +15,12 @@ no other file, whatever the path spells (`..`, `%2e%2e`, the folder). A `.json.g
 with Content-Type application/gzip and no Content-Encoding: Perfetto unpacks gzip itself, and a
 Content-Encoding would make the browser unpack it first (and the length would no longer be the file's).
 
+One exception to "the file's bytes": Perfetto drops a GPU event that starts inside the one before it on its stream
+and ends after it (a kernel launched with programmatic dependent launch, ROCm's late timestamps: overlaps.py), and such
+a kernel would be a gap in the picture. A trace that has some (and is at most REWRITE_LIMIT of JSON) is served as a
+copy made in memory with those events' ends clipped to the next one's start, as the report reads them; the server says
+so, and the file is never written.
+
 From a GPU machine over SSH (no browser there) the browser on your own machine reaches it through a forward
 of your port 9001 to the one we listen on: `ssh -N -L 9001:127.0.0.1:PORT HOST`. Ctrl-C stops serving: one
 line, exit 0.
@@ -23,16 +29,23 @@ line, exit 0.
 from __future__ import annotations
 
 import errno
+import gzip
 import http.server
+import io
+import json
 import os
 import socket
 import sys
 import threading
 import webbrowser
+import zlib
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
 from trace_report.errors import UsageError
+from trace_report.model import Overlaps
+from trace_report.overlaps import REWRITE_LIMIT, drawable
+from trace_report.source import open_text
 
 PERFETTO_ORIGIN = "https://ui.perfetto.dev"
 PERFETTO_PORT = 9001  # the one loopback port ui.perfetto.dev's Content-Security-Policy lets the page fetch from
@@ -53,8 +66,9 @@ class TraceServer(http.server.ThreadingHTTPServer):
     daemon_threads = True  # Ctrl-C does not wait for a browser still downloading
     allow_reuse_address = False  # a port another server holds is busy, not shared
 
-    def __init__(self, path: Path, port: int):
+    def __init__(self, path: Path, port: int, body: bytes | None = None):
         self.trace = path
+        self.body = body  # what to send instead of the file's bytes (a copy Perfetto draws whole), or None
         self.url_path = "/" + quote(path.name)
         self.fetched = threading.Event()
         super().__init__((LOOPBACK, port), TraceHandler)
@@ -104,11 +118,11 @@ class TraceHandler(http.server.BaseHTTPRequestHandler):
         if not self._ours():
             return self._not_found()
         try:
-            trace = open(self.server.trace, "rb")
+            trace = io.BytesIO(self.server.body) if self.server.body is not None else open(self.server.trace, "rb")
         except OSError:
             return self._not_found()
         with trace:
-            size = os.fstat(trace.fileno()).st_size
+            size = len(self.server.body) if self.server.body is not None else os.fstat(trace.fileno()).st_size
             self.send_response(200)
             self._cors()
             self.send_header("Content-Type", CONTENT_TYPES.get(self.server.trace.suffix, "application/octet-stream"))
@@ -149,7 +163,8 @@ def open_in_perfetto(path: Path, port: int | None = None) -> int:
         raise UsageError(f"{path}: is a folder, not a trace file")
     if not os.access(path, os.R_OK):
         raise UsageError(f"{path}: cannot read it (permission denied)")
-    server, busy = _listen(path, port)
+    body, found = _drawable_copy(path)
+    server, busy = _listen(path, port, body)
     bound = server.server_address[1]
     link = perfetto_link(path.name)
     host = socket.gethostname()
@@ -160,6 +175,11 @@ def open_in_perfetto(path: Path, port: int | None = None) -> int:
             f"fetches only from 127.0.0.1:{PERFETTO_PORT}: forward your machine's {PERFETTO_PORT} to {bound}, or stop "
             f"what holds {PERFETTO_PORT} and run this again"
         )
+    if body is not None:
+        print(f"{found.undrawn:,} GPU item{'s' if found.undrawn != 1 else ''} of it start inside the one before on "
+              f"{'their' if found.undrawn != 1 else 'its'} stream and end after it, which Perfetto does not draw: served "
+              f"with {found.clipped:,} clipped to the next one's start, as trace-report reads them (the file is "
+              "unchanged)")
     print(f"open:   {link}")
     print(f"over SSH (no browser on this machine): on yours run  ssh -N -L {PERFETTO_PORT}:127.0.0.1:{bound} "
           f"{host}  (the name you reach it by), then open the link there")
@@ -176,17 +196,37 @@ def open_in_perfetto(path: Path, port: int | None = None) -> int:
     return 0
 
 
-def _listen(path: Path, port: int | None) -> tuple[TraceServer, bool]:
+def _drawable_copy(path: Path) -> tuple[bytes | None, Overlaps]:
+    """The trace as Perfetto draws it whole, where it has GPU items Perfetto would drop (overlaps.drawable), gzipped
+    as the file is; None (serve the file) when it has none, is past REWRITE_LIMIT, or is no JSON we can read: the
+    page then says what it makes of it."""
+    try:
+        with open(path, "rb") as raw:
+            gzipped = raw.read(2) == b"\x1f\x8b"
+        if path.stat().st_size > (REWRITE_LIMIT // 8 if gzipped else REWRITE_LIMIT):  # a trace gzips about 8:1
+            return None, Overlaps()
+        with open_text(path) as text:
+            doc = json.load(text)
+    except (UsageError, OSError, ValueError, EOFError, zlib.error):
+        return None, Overlaps()
+    found = drawable(doc)
+    if not found.undrawn:
+        return None, found
+    body = json.dumps(doc, ensure_ascii=False).encode()
+    return (gzip.compress(body, compresslevel=1) if gzipped else body), found
+
+
+def _listen(path: Path, port: int | None, body: bytes | None = None) -> tuple[TraceServer, bool]:
     """The server, listening; and whether port 9001 was wanted but taken (a free port then, said so)."""
     wanted = PERFETTO_PORT if port is None else port
     try:
-        return TraceServer(path, wanted), False
+        return TraceServer(path, wanted, body), False
     except OSError as err:
         if err.errno != errno.EADDRINUSE:
             raise UsageError(f"cannot listen on {LOOPBACK}:{wanted}: {err.strerror or err}") from None
         if port is not None:
             raise UsageError(f"port {port} is taken on {LOOPBACK}: pick another (--port 0 takes any free one)") from None
-    return TraceServer(path, 0), True
+    return TraceServer(path, 0, body), True
 
 
 def _has_browser() -> bool:
