@@ -52,6 +52,7 @@ PERFETTO_PORT = 9001  # the one loopback port ui.perfetto.dev's Content-Security
 LOOPBACK = "127.0.0.1"
 CHUNK = 1 << 20
 CONTENT_TYPES = {".gz": "application/gzip", ".json": "application/json"}
+NOTED_SIZE = 16 << 20  # a trace file this large is read (for what Perfetto would drop) with a line saying so
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}  # what a browser on this machine (or at a forward's end) sends in Host
 
 
@@ -203,8 +204,11 @@ def _drawable_copy(path: Path) -> tuple[bytes | None, Overlaps]:
     try:
         with open(path, "rb") as raw:
             gzipped = raw.read(2) == b"\x1f\x8b"
-        if path.stat().st_size > (REWRITE_LIMIT // 8 if gzipped else REWRITE_LIMIT):  # a trace gzips about 8:1
+        size = path.stat().st_size
+        if size > (REWRITE_LIMIT // 8 if gzipped else REWRITE_LIMIT):  # a trace gzips about 8:1
             return None, Overlaps()
+        if size > NOTED_SIZE:  # json.load: about 25 MB/s of JSON on a slow core
+            print(f"reading {_size(size)} for kernels Perfetto would not draw", file=sys.stderr, flush=True)
         with open_text(path) as text:
             doc = json.load(text)
     except (UsageError, OSError, ValueError, EOFError, zlib.error):
