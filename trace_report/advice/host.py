@@ -95,8 +95,8 @@ def pageable_copy(r: Reading) -> list[Finding]:
                 work = e.work * factor
                 if id(e.call) in reads:  # the host reads what it copies back: it still waits, for less
                     return replace(e, work=work)
-                pinning = e.work * pin_keep if id(e.call) not in reads else 0.0
-                return replace(e, waits=False, blocks_on_work=False, own=min(e.own, 10.0) + pinning, work=work)
+                # the pinning copy, on the loop's thread where no DataLoader worker makes it
+                return replace(e, waits=False, blocks_on_work=False, own=min(e.own, 10.0) + e.work * pin_keep, work=work)
             if id(e.call) in syncs:
                 return replace(e, waits=False)
             return e
