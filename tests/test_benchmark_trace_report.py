@@ -90,3 +90,16 @@ def test_ranks_times_one_rank_against_all_of_them(tmp_path):
     assert payload["traces"] == list(map(str, paths)) and payload["one"]["runs"] == payload["all"]["runs"] == 1
     assert payload["ratio"] == pytest.approx(payload["all"]["median_s"] / payload["one"]["median_s"])
     assert f"2 ranks at most 1.5× one: {payload['ratio']:.2f}×" in result.stdout
+
+
+def test_large_builds_traces_and_a_rank_set_and_weighs_each_command_by_what_it_reads(tmp_path):
+    out, scratch = tmp_path / "out", tmp_path / "scratch"
+    result = run_script("benchmark_trace_report.py", str(H200_EAGER), "--large", "--sizes", "0.2", "--rank_count", "3",
+                        "--rounds", "1", "--out", str(out), "--scratch", str(scratch), timeout=300)
+    assert result.returncode == 0, result.stderr
+    rows = {row["command"]: row for row in json.loads((out / "trace_report_large.json").read_text())["large"]}
+    assert not any(row["failed"] for row in rows.values()), rows
+    one, every = rows["trace-report --json, rank 0"], rows["trace-report, 3 ranks"]
+    assert every["json_mb"] == pytest.approx(3 * one["json_mb"], rel=0.01)  # the set's MB, not its first file's
+    assert every["mb_per_s"] == pytest.approx(every["json_mb"] / every["median_s"])
+    assert {p.name for p in scratch.iterdir()} >= {f"large_0.2MB_rank{r}.json" for r in range(3)}
