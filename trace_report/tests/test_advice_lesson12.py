@@ -73,3 +73,21 @@ def test_the_position_table_costs_too_little_to_name(planted):
     """The table (arange, exp, sin, cos on 256×1024) takes 0.2 ms of the CPU and a 1 MB copy: under 1% of a 145 ms
     step. The Python time before its copy is not the table's (an earlier rule dropped it too and promised 4 ms)."""
     assert planted.advice.finding("cpu-built-tensor") is None
+
+
+def test_a_loop_waiting_for_its_workers_is_said_without_a_promise(fixed, planted):
+    """The fixed step's 4 workers, one thread each, did not keep up with the old dataset: one recorded step waited
+    205 ms for its batch, and the step took 60 ms without the profiler against 8 ms of GPU work. Whether the host has
+    cores for more workers no trace says: the range starts at nothing, and ends near the 52 ms the wait costs."""
+    finding = fixed.advice.finding("dataloader-workers")
+    assert finding is not None, fixed.advice.rules
+    low, high = finding.saving_us
+    assert low == 0 and 40_000 < high < fixed.advice.step_us - 7_000, finding.saving_us
+    assert "204.90 ms the longest wait" in finding.evidence and "num_workers" in finding.change
+    assert planted.advice.finding("dataloader-workers") is None  # no workers there: the dataloader rule's
+
+
+def test_savings_weigh_each_step_by_its_time(fixed):
+    """The fixed step's three recorded steps took 218, 9 and 10 ms: the fusion a compiler would do saves GPU time the
+    steps did not wait on, under 1% of their time, and is not said (a mean of each step's share called it 2%)."""
+    assert fixed.advice.finding("compile-fusion") is None, fixed.advice.rules
