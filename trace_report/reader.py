@@ -217,9 +217,10 @@ class _Collector:
                     dims, types = self._shapes(dims, types)
                 else:
                     dims, types = self._shapes_of(dims, types)
-                self.ops.append(CpuOp(name, ts, dur, pid, tid, input_dims=dims, input_types=types,
-                                      comm_args=_comm_args(args) if name == COMM_OP else None,
-                                      concrete_inputs=self._concrete(args) if self._uses_concrete(name) else ()))
+                # positional: CpuOp's fields in order (keywords cost 0.1 s of a 260k-op read)
+                self.ops.append(CpuOp(name, ts, dur, pid, tid, False, 0.0, 0, (), dims, types, (),
+                                      _comm_args(args) if name == COMM_OP else None,
+                                      self._concrete(args) if self._uses_concrete(name) else ()))
             elif kind == "label":
                 if name.startswith(STEP_PREFIX):
                     self.steps.append((name, ts, dur, pid, tid))
