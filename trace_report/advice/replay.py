@@ -124,7 +124,7 @@ class Replay:
     def saving(self, edit: Callable[[StepReplay], tuple[list[Event], float]],
                variants: Iterable[Callable[[StepReplay], tuple[list[Event], float]]] = ()) -> tuple[float, float]:
         """What `edit` (and its `variants`, other guesses at the same change) gives back per step: (least, most) over
-        the edits and the CPU's speed with and without the profiler, averaged over the steps."""
+        the edits and the CPU's speed with and without the profiler, over the steps together (given_back)."""
         scales = sorted({1.0 / self.slowdown[0], 1.0 / self.slowdown[1]})
         results = []
         for one in (edit, *variants):
