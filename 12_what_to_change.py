@@ -25,7 +25,7 @@ sum of the predictions: savings do not add (a step that no longer waits on its d
 Not every textbook fix pays. On a GPU, at this lesson's sizes, three habits cost under 1% of the step, and the lesson
 guesses that the advice stays silent on them: AdamW's loop over 16 weight tensors (four of them 16 MB, where a fused
 step moves the same bytes), zero_grad's fills (67 MB written, tens of µs) and the position table (0.2 ms of the CPU
-and a 1 MB copy). An H100 measured them so; measure before you claim.
+and a 1 MB copy). The advice weighed them so on an H100's trace of this step; measure before you claim.
 
 On a CPU the trace shows what a CPU does: the loss's loop and its ops row by row, the optimizer's loop over tensors,
 zero_grad's fills, the batch made inside the step (the op table lists them all). The advice weighs fewer of them
@@ -81,8 +81,8 @@ HABITS = {
     "cpu-built-tensor": ("a position table built on the CPU every step", "built once, on the device", "table"),
     "loop-kernels": ("the loss as a loop over the batch's rows", "one expression over the batch", "vector"),
 }
-# On a GPU, at its sizes: the habits whose cost the advice should weigh under 1% of the step, and why (an H100 measured
-# them so: textbook fixes, worth nothing here).
+# On a GPU, at its sizes: the habits whose cost the advice should weigh under 1% of the step, and why (it weighed them
+# so on an H100's trace of this step: textbook fixes, worth little here).
 QUIET_ON_A_GPU = {
     "single-tensor-optimizer": "planted, but AdamW's loop over 16 weight tensors is little beside this step",
     "zero-grad": "planted, but its fills write 67 MB: tens of µs of the GPU",
