@@ -91,3 +91,19 @@ def test_savings_weigh_each_step_by_its_time(fixed):
     """The fixed step's three recorded steps took 218, 9 and 10 ms: the fusion a compiler would do saves GPU time the
     steps did not wait on, under 1% of their time, and is not said (a mean of each step's share called it 2%)."""
     assert fixed.advice.finding("compile-fusion") is None, fixed.advice.rules
+
+
+def test_workers_that_keep_up_are_not_named(tmp_path):
+    """The same fixed step with its one long wait cut to what the other steps waited (0.1-0.2 ms): the batches were
+    ready, and no finding is made of the loader."""
+    import gzip
+    import json
+
+    doc = json.loads(gzip.decompress(FIXED.read_bytes()))
+    waits = [e for e in doc["traceEvents"] if "_MultiProcessingDataLoaderIter.__next__" in str(e.get("name"))]
+    assert max(e["dur"] for e in waits) > 200_000
+    for event in waits:
+        event["dur"] = min(event["dur"], 150.0)
+    path = tmp_path / "workers_kept_up.json"
+    path.write_text(json.dumps(doc))
+    assert trace_report.read(path).advice.finding("dataloader-workers") is None
