@@ -45,7 +45,7 @@ from urllib.parse import quote, unquote, urlsplit
 from trace_report.errors import UsageError
 from trace_report.model import Overlaps
 from trace_report.overlaps import REWRITE_LIMIT, drawable
-from trace_report.source import open_text
+from trace_report.source import GZIP_MAGIC, open_text
 
 PERFETTO_ORIGIN = "https://ui.perfetto.dev"
 PERFETTO_PORT = 9001  # the one loopback port ui.perfetto.dev's Content-Security-Policy lets the page fetch from
@@ -203,7 +203,7 @@ def _drawable_copy(path: Path) -> tuple[bytes | None, Overlaps]:
     page then says what it makes of it."""
     try:
         with open(path, "rb") as raw:
-            gzipped = raw.read(2) == b"\x1f\x8b"
+            gzipped = raw.read(2) == GZIP_MAGIC
         size = path.stat().st_size
         if size > (REWRITE_LIMIT // 8 if gzipped else REWRITE_LIMIT):  # a trace gzips about 8:1
             return None, Overlaps()

@@ -47,6 +47,9 @@ _WS = re.compile(r"[ \t\n\r]*")
 _BETWEEN_EVENTS = re.compile(r'[ \t\n\r]*,[ \t\n\r]*\{(?=[ \t\n\r]*")')
 
 
+GZIP_MAGIC = b"\x1f\x8b"  # a trace is gzipped when its file starts so, whatever its suffix
+
+
 @contextmanager
 def open_text(path: Path) -> Iterator[io.TextIOBase]:
     """Open a trace as text, gzip or not (told by the magic bytes, not the suffix)."""
@@ -65,7 +68,7 @@ def open_text(path: Path) -> Iterator[io.TextIOBase]:
             raise UsageError(f"{path}: cannot read it ({err.strerror or err})") from None
         if not magic:
             raise UsageError(f"{path}: the file is empty")
-        binary = gzip.GzipFile(fileobj=raw, mode="rb") if magic == b"\x1f\x8b" else raw
+        binary = gzip.GzipFile(fileobj=raw, mode="rb") if magic == GZIP_MAGIC else raw
         yield io.TextIOWrapper(binary, encoding="utf-8-sig")  # -sig: a byte-order mark is not JSON
 
 

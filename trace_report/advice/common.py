@@ -109,6 +109,12 @@ class Reading:
         return f"{what}; the step replayed with the change and without ({fit}), {cpu}"
 
 
+def loader_next(step: Step, iterator: str) -> list[CpuOp]:
+    """The step's `enumerate(DataLoader)#<iterator>.__next__` boxes: SINGLE_PROCESS_LOADER's make the batch on the
+    loop's thread, MULTI_PROCESS_LOADER's wait for the workers' next one."""
+    return [op for op in step.ops if DATALOADER in op.name and iterator in op.name]
+
+
 def in_loader(op: CpuOp) -> bool:
     """An op inside a DataLoader's `__next__`: the batch being made, not the step's own work."""
     return DATALOADER in op.name or any(DATALOADER in box for box in op.path)

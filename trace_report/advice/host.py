@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import replace
 
 from trace_report.advice.common import (DATALOADER, MULTI_PROCESS_LOADER, SINGLE_PROCESS_LOADER, Reading, in_loader,
-                                        megabytes, source_of, times, us, where_of)
+                                        loader_next, megabytes, source_of, times, us, where_of)
 from trace_report.advice.findings import Finding
 from trace_report.peaks import architecture
 from trace_report.advice.replay import cut_cpu, edit_events, spans_of
@@ -84,7 +84,7 @@ def pageable_copy(r: Reading) -> list[Finding]:
                and "HtoD" in w.name}
     syncs = {id(c) for s in r.steps for key, calls in _copy_syncs(s).items() if key in uploads for c in calls}
     # A DataLoader with workers pins in a thread of its own, beside the step; without workers, on the loop's thread.
-    on_thread = not any(DATALOADER in op.name and MULTI_PROCESS_LOADER in op.name for s in r.steps for op in s.ops)
+    on_thread = not any(loader_next(s, MULTI_PROCESS_LOADER) for s in r.steps)
     pin_keeps = PIN_ON_THREAD_KEEP if on_thread else (0.0, 0.0)
 
     def pinned(factor: float, pin_keep: float):
@@ -222,12 +222,12 @@ def dataloader(r: Reading) -> list[Finding]:
     Sources: torch.profiler's pattern matcher (SynchronizedDataLoaderPattern: num_workers=0), the TensorBoard
     profiler plugin's recommendation (DataLoader over 5% of a step), PyTorch's performance tuning guide
     ("enable async data loading")."""
-    loads = [op for s in r.steps for op in s.ops if DATALOADER in op.name and SINGLE_PROCESS_LOADER in op.name]
+    loads = [op for s in r.steps for op in loader_next(s, SINGLE_PROCESS_LOADER)]
     if not loads or r.replay is None:
         return []
 
     def loader_spans(step: Step):
-        return spans_of(op for op in step.ops if DATALOADER in op.name and SINGLE_PROCESS_LOADER in op.name)
+        return spans_of(loader_next(step, SINGLE_PROCESS_LOADER))
 
     low, high = r.replay.saving(cut_cpu(loader_spans, WORKER_KEEP[1]), [cut_cpu(loader_spans, WORKER_KEEP[0])])
     spent = sum(op.dur for op in loads)
@@ -257,12 +257,12 @@ def dataloader_workers(r: Reading) -> list[Finding]:
     tuning guide ("enable async data loading"); lesson 12 on an H100, every habit fixed: the loop waited 205 ms for
     its 4 workers in one recorded step of three, and the step took 60 ms without the profiler against 8 ms of GPU
     work."""
-    waits = [op for s in r.steps for op in s.ops if DATALOADER in op.name and MULTI_PROCESS_LOADER in op.name]
+    waits = [op for s in r.steps for op in loader_next(s, MULTI_PROCESS_LOADER)]
     if not waits or r.replay is None:
         return []
 
     def wait_spans(step: Step):
-        return spans_of(op for op in step.ops if DATALOADER in op.name and MULTI_PROCESS_LOADER in op.name)
+        return spans_of(loader_next(step, MULTI_PROCESS_LOADER))
 
     _, high = r.replay.saving(cut_cpu(wait_spans, WORKER_KEEP[0]))
     spent = sum(op.dur for op in waits)
