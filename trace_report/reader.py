@@ -107,8 +107,9 @@ def _read(path: Path, collector: _Collector) -> Trace:
         source = TraceSource(text, path, records=True)
         add = collector.add
         try:
-            for event in source.events():
-                add(event)
+            for batch in source.batches():
+                for event in batch:
+                    add(event)
         except (EOFError, zlib.error, gzip.BadGzipFile) as err:
             raise UsageError(f"{path}: the gzip stream is cut short or corrupt ({err})") from None
         except UnicodeDecodeError:

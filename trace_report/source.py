@@ -190,9 +190,16 @@ class TraceSource:
         self.consumed = 0  # characters dropped from the front of `buf`, for error positions
         self.meta: dict[str, Any] = {}
         self.decoder = json.JSONDecoder()
-        self.batches = True  # False until the next chunk, after a cut that was not between two events
+        self.batching = True  # False until the next chunk, after a cut that was not between two events
 
     def events(self) -> Iterator[Any]:
+        """The events one at a time."""
+        for batch in self.batches():
+            yield from batch
+
+    def batches(self) -> Iterator[list]:
+        """The events in lists, a chunk's worth at a time: one Python step per chunk, not two per event (0.2 s of a
+        147 MB trace's 418k events, 2 cores)."""
         first = self._peek()
         if first == "":
             raise UsageError(f"{self.path}: the file holds only whitespace")
@@ -229,19 +236,21 @@ class TraceSource:
             raise UsageError(f"{self.path}: no traceEvents: JSON, but not a Chrome trace from torch.profiler")
         self._end()
 
-    def _array(self) -> Iterator[Any]:
+    def _array(self) -> Iterator[list]:
         self._expect("[")
         if self._peek() == "]":
             self.pos += 1
             return
         while True:
-            if self.batches:
+            if self.batching:
                 events = self._whole_events()
                 if events:
-                    yield from events
+                    yield events
                     continue  # at the start of the next event, after the comma
+                if events is None and len(self.buf) - self.pos < MAX_EVENT_CHARS and self._more():
+                    continue  # the event that straddles two chunks: whole with the next one, and batched with it
             value = self._value()
-            yield record_of(value) if self.records else value
+            yield [record_of(value) if self.records else value]
             ch = self._peek()
             if ch == ",":
                 self.pos += 1
@@ -251,11 +260,12 @@ class TraceSource:
             else:
                 self._malformed("expected ',' or ']' between events")
 
-    def _whole_events(self) -> list | None:
+    def _whole_events(self) -> list | None | bool:
         """The whole events from `pos` to the last one the buffer holds, parsed at once; `pos` moves past them.
 
-        None when the buffer holds no event followed by the next, or when the text up to the cut is not a list of
-        values three times over (a `}, {` inside a string, bad JSON): then one value at a time, to this chunk's end.
+        None when the buffer holds no event followed by the next (read on, and try again); False when the text up to
+        the cut is not a list of values three times over (a `}, {` inside a string, bad JSON): then one value at a
+        time, to this chunk's end.
         """
         buf, start = self.buf, self.pos
         cut = len(buf)
@@ -276,8 +286,9 @@ class TraceSource:
                 return events
             failed += 1  # a cut inside a string (a kernel named `...{lambda()#1}, {lambda()#2}...`): an earlier one
             if failed == 3:
-                break
-        self.batches = False
+                self.batching = False
+                return False
+        self.batching = False
         return None
 
     def _decode(self, text: str) -> list | None:
@@ -307,7 +318,7 @@ class TraceSource:
         self.consumed += self.pos
         self.buf = self.buf[self.pos :] + chunk
         self.pos = 0
-        self.batches = True
+        self.batching = True
         return True
 
     def _bad_byte(self, err: UnicodeDecodeError) -> str:
