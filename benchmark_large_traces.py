@@ -19,10 +19,13 @@ import re
 import shutil
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-from benchmark_runs import MB, Command, console, run_once
+from rich.markup import escape
+
+from benchmark_runs import HTA_DRIVER, MB, Command, console, hta_folder, hta_words, run_once
 from trace_report.errors import UsageError
 
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
@@ -102,10 +105,11 @@ def gzipped(path: Path) -> Path:
     return out
 
 
-def built(source: Path, scratch: Path, mb: float, rank: int | None = None, run: str | None = None) -> Path:
-    """The trace of `mb` MB under `scratch`, built once (kept between runs: 1 GB takes a minute to write)."""
+def built(source: Path, scratch: Path, mb: float, rank: int | None = None) -> Path:
+    """The trace of `mb` MB under `scratch`, built once (kept between runs: 1 GB takes a minute to write), named
+    after its source and size (`<source>_<mb>MB.json`, a rank's `<source>_<mb>MB_rank<r>.json`)."""
     stem = source.name.removesuffix(".gz").removesuffix(".json")
-    name = f"{run or stem + f'_{mb:g}MB'}" + (f"_rank{rank}" if rank is not None else "") + ".json"
+    name = f"{stem}_{mb:g}MB" + (f"_rank{rank}" if rank is not None else "") + ".json"
     out = scratch / name
     if not out.exists() or out.stat().st_mtime < source.stat().st_mtime:
         started = time.perf_counter()
@@ -118,9 +122,8 @@ def built(source: Path, scratch: Path, mb: float, rank: int | None = None, run: 
 
 
 def large_speed(paths: list[Path], args, env: dict[str, str], meta: dict, json_path: Path) -> dict:
-    """trace-report --json on traces of real size, against json.loads of the same file, interleaved."""
-    from trace_report.files import write_atomically
-
+    """trace-report --json on traces of real size, against json.loads of the same file (and HTA, with --hta),
+    interleaved."""
     if len(paths) != 1:
         raise UsageError("--large builds its traces from one real trace: give one")
     try:
@@ -131,20 +134,41 @@ def large_speed(paths: list[Path], args, env: dict[str, str], meta: dict, json_p
     scratch.mkdir(parents=True, exist_ok=True)
     console.print(f"[bold]benchmark_trace_report --large[/bold] · {meta['usable_cores']} of {meta['cores']} cores · "
                   f"Python {meta['python']} · checkout {meta['checkout']} · {args.rounds} rounds · load average "
-                  f"{meta['load_avg_start'][0]:.2f}", soft_wrap=True)
+                  f"{meta['load_avg_start'][0]:.2f}{escape(hta_words(meta))}", soft_wrap=True)
+    with tempfile.TemporaryDirectory(prefix="trace-report-large-") as links:
+        return _large_speed(paths[0], sizes, scratch, Path(links), args, env, meta, json_path)
+
+
+def _large_speed(source: Path, sizes: list[float], scratch: Path, links: Path, args, env: dict[str, str], meta: dict,
+                 json_path: Path) -> dict:
+    from trace_report.files import write_atomically
+
     report = [sys.executable, "-m", "trace_report.report"]
+    driver = links / "hta_driver.py"
+    driver.write_text(HTA_DRIVER)
+
+    def hta(label: str, traces: list[Path]) -> list[Command]:
+        """HTA's breakdowns of the same traces (a folder of links: HTA reads every rank in it), with --hta."""
+        if not args.hta:
+            return []
+        folder = hta_folder(links / f"hta{len(list(links.iterdir()))}", traces)
+        return [Command(label, [args.hta, str(driver), str(folder)], keep_stdout=True)]
+
     cases = []
     read_mb: dict[str, float] = {}  # a command that reads more than its case's trace: the MB it reads
     for mb in sizes:
-        trace = built(paths[0], scratch, mb)
+        trace = built(source, scratch, mb)
         cases.append((trace, [Command("json.loads", [sys.executable, "-c", JSON_LOADS, str(trace)]),
                               Command("trace-report --json", [*report, str(trace), "--json"]),
-                              Command("trace-report --json .gz", [*report, str(gzipped(trace)), "--json"])]))
+                              Command("trace-report --json .gz", [*report, str(gzipped(trace)), "--json"]),
+                              *hta("HTA", [trace])]))
     if args.rank_count > 1:
-        ranks = [built(paths[0], scratch, sizes[0], r, run=f"large_{sizes[0]:g}MB") for r in range(args.rank_count)]
+        ranks = [built(source, scratch, sizes[0], r) for r in range(args.rank_count)]
+        all_ranks = f"{len(ranks)} ranks"
         cases.append((ranks[0], [Command("trace-report --json, rank 0", [*report, str(ranks[0]), "--json"]),
-                                 Command(f"trace-report, {len(ranks)} ranks", [*report, *map(str, ranks)])]))
-        read_mb[f"trace-report, {len(ranks)} ranks"] = sum(r.stat().st_size for r in ranks) / MB
+                                 Command(f"trace-report, {all_ranks}", [*report, *map(str, ranks)]),
+                                 *hta(f"HTA, {all_ranks}", ranks)]))
+        read_mb[f"trace-report, {all_ranks}"] = read_mb[f"HTA, {all_ranks}"] = sum(r.stat().st_size for r in ranks) / MB
     for _, commands in cases:  # untimed: the page cache, bytecode, failures found before the rounds
         for command in commands:
             first = run_once(command, env)
@@ -208,10 +232,16 @@ def _goal_lines(rows: list[dict]) -> list[str]:
             ratio = packed["median_s"] / row["median_s"]
             lines.append(f"  {'✓' if ratio <= GOAL_GZIP_RATIO else '✗'} {name}.gz: {ratio:.2f}× its JSON's time "
                          f"(goal ≤ {GOAL_GZIP_RATIO:g}×)")
-    ranks = [row for row in rows if row["command"].endswith(" ranks")]
+    ranks = [row for row in rows if row["command"].startswith("trace-report, ")]
     for row in ranks:
         one = by.get((row["trace"], "trace-report --json, rank 0"))
         if one:
             lines.append(f"  {row['command']}: {row['median_s'] / one['median_s']:.2f}× one rank's time, peak "
                          f"{row['peak_mb']:,.0f} MB")
+    for (trace, label), row in by.items():  # HTA, with --hta: what it takes for the same traces
+        ours = by.get((trace, label.replace("HTA", "trace-report" + ("" if "," in label else " --json"))))
+        if label.startswith("HTA") and ours:
+            lines.append(f"  {label} on {Path(trace).name}: {row['median_s'] / ours['median_s']:.2f}× "
+                         f"{ours['command']}'s time, peak {row['peak_mb']:,.0f} MB against {ours['peak_mb']:,.0f}")
     return lines
+

@@ -20,6 +20,40 @@ MB = 1e6  # sizes in decimal MB, as `ls -h --si` and file managers print them
 # A terminal's own width; piped (a log, a test), wide enough for the table
 console = Console(highlight=False, width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 160)
 
+# HTA's side: a script run by the HTA interpreter. It prints how many rows each breakdown has, so that a run that
+# "succeeds" with nothing in it (a trace HTA cannot read kernels from) is told apart from one that did the work.
+HTA_DRIVER = """\
+import json, sys
+from hta.trace_analysis import TraceAnalysis
+analyzer = TraceAnalysis(trace_dir=sys.argv[1])
+kernel_types, kernels = analyzer.get_gpu_kernel_breakdown(visualize=False)
+temporal = analyzer.get_temporal_breakdown(visualize=False)
+# every rank in the folder: without `ranks` HTA reads rank 0 only, and a rank-3 trace is a ValueError
+idle, _ = analyzer.get_idle_time_breakdown(ranks=analyzer.t.get_ranks(), visualize=False)
+print(json.dumps({"kernel_types": len(kernel_types), "kernels": len(kernels), "temporal": len(temporal),
+                  "idle": len(idle)}))
+"""
+
+
+def hta_folder(folder: Path, traces: list[Path]) -> Path:
+    """A folder of links to `traces`, for HTA: it reads every trace in a folder (one per rank), and a link copies
+    nothing. HTA lists only names ending in .gz or .json; a trace's own name is one."""
+    folder.mkdir()
+    for trace in traces:
+        (folder / trace.name).symlink_to(trace.resolve())
+    return folder
+
+
+def hta_words(meta: dict) -> str:
+    """HTA's versions for a run's first line (meta from the HTA interpreter), or why it could not say."""
+    v = meta.get("hta")
+    if not v:
+        return ""
+    if "error" in v:
+        return f" · HTA's interpreter: {v['error']}"
+    return f" · HTA {v['holistictraceanalysis']} (Python {v['python']}, pandas {v['pandas']}, numpy {v['numpy']})"
+
+
 
 @dataclass
 class Run:

@@ -94,12 +94,18 @@ def test_ranks_times_one_rank_against_all_of_them(tmp_path):
 
 def test_large_builds_traces_and_a_rank_set_and_weighs_each_command_by_what_it_reads(tmp_path):
     out, scratch = tmp_path / "out", tmp_path / "scratch"
+    # --hta: this interpreter, which lacks HTA: its rows fail, named, and the run goes on
     result = run_script("benchmark_trace_report.py", str(H200_EAGER), "--large", "--sizes", "0.2", "--rank_count", "3",
-                        "--rounds", "1", "--out", str(out), "--scratch", str(scratch), timeout=300)
+                        "--rounds", "1", "--out", str(out), "--scratch", str(scratch), "--hta", sys.executable,
+                        timeout=300)
     assert result.returncode == 0, result.stderr
     rows = {row["command"]: row for row in json.loads((out / "trace_report_large.json").read_text())["large"]}
+    hta = {label: rows.pop(label) for label in ("HTA", "HTA, 3 ranks")}
+    assert all("No module named 'hta'" in row["failed"] for row in hta.values()), hta
+    assert hta["HTA, 3 ranks"]["json_mb"] == pytest.approx(rows["trace-report, 3 ranks"]["json_mb"])
     assert not any(row["failed"] for row in rows.values()), rows
     one, every = rows["trace-report --json, rank 0"], rows["trace-report, 3 ranks"]
     assert every["json_mb"] == pytest.approx(3 * one["json_mb"], rel=0.01)  # the set's MB, not its first file's
     assert every["mb_per_s"] == pytest.approx(every["json_mb"] / every["median_s"])
-    assert {p.name for p in scratch.iterdir()} >= {f"large_0.2MB_rank{r}.json" for r in range(3)}
+    # named after their source: another source's set in the same folder is not read for this one's
+    assert {p.name for p in scratch.iterdir()} >= {f"{H200_EAGER.name.split('.')[0]}_0.2MB_rank{r}.json" for r in range(3)}
