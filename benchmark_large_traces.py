@@ -100,8 +100,10 @@ def gzipped(path: Path) -> Path:
     """`path`.gz beside it, level 6 (gzip's default, as torch.profiler's export writes it)."""
     out = path.with_name(path.name + ".gz")
     if not out.exists() or out.stat().st_mtime < path.stat().st_mtime:
-        with path.open("rb") as src, gzip.open(out, "wb", compresslevel=6) as dst:
+        partial = out.with_name(out.name + ".partial")  # whole or not at all: a run stopped here leaves no .gz
+        with path.open("rb") as src, gzip.open(partial, "wb", compresslevel=6) as dst:
             shutil.copyfileobj(src, dst, 1 << 20)
+        partial.replace(out)
     return out
 
 
