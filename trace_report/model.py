@@ -303,34 +303,46 @@ class KernelStat:
 
 @dataclass(frozen=True)
 class Overlaps:
-    """GPU work that ran past the start of the next item on its stream, where nothing may overlap (overlaps.py finds
-    it while reading): how many items had their end clipped to that start, the µs clipped in all, and how many of
-    them Perfetto will not draw (each starts inside the one before it on its stream and ends after it)."""
+    """What overlapped where nothing may (overlaps.py, and the reader's walk of each thread's boxes): GPU work that ran
+    past the start of the next item on its stream, its end clipped to that start (how many, the µs clipped in all),
+    how many of them Perfetto will not draw (each starts inside the one before it on its stream and ends after it),
+    and how many CPU boxes it will not draw, for the same reason, on their thread."""
 
     clipped: int = 0
     clipped_us: float = 0.0
     undrawn: int = 0
+    cpu_undrawn: int = 0
 
     def __bool__(self) -> bool:
-        return bool(self.clipped or self.undrawn)
+        return bool(self.clipped or self.undrawn or self.cpu_undrawn)
 
     def plus(self, other: Overlaps) -> Overlaps:
-        return Overlaps(self.clipped + other.clipped, self.clipped_us + other.clipped_us, self.undrawn + other.undrawn)
+        return Overlaps(self.clipped + other.clipped, self.clipped_us + other.clipped_us, self.undrawn + other.undrawn,
+                        self.cpu_undrawn + other.cpu_undrawn)
 
     @property
     def note(self) -> str | None:
         """One sentence for the report, or None when nothing overlaps."""
-        if not self:
-            return None
+        parts = []
         n = self.clipped
-        text = (f"{n:,} GPU item{'s' if n != 1 else ''} ran into the next on {'their' if n != 1 else 'its'} stream: "
-                f"clipped, {self.clipped_us:,.1f} µs in all")
-        if self.undrawn:
-            text += f"; {self.undrawn:,} not drawn by Perfetto"
-        return text
+        if n:
+            text = (f"{n:,} GPU item{'s' if n != 1 else ''} ran into the next on {'their' if n != 1 else 'its'} "
+                    f"stream: clipped, {self.clipped_us:,.1f} µs in all")
+            if self.undrawn:
+                text += f"; {self.undrawn:,} not drawn by Perfetto"
+            parts.append(text)
+        elif self.undrawn:
+            parts.append(f"{self.undrawn:,} GPU item{'s' if self.undrawn != 1 else ''} not drawn by Perfetto")
+        n = self.cpu_undrawn
+        if n:
+            parts.append(f"{n:,} CPU box{'es' if n != 1 else ''} start{'s' if n == 1 else ''} inside another on "
+                         f"{'their' if n != 1 else 'its'} thread and end{'s' if n == 1 else ''} after it: not drawn "
+                         "by Perfetto")
+        return "; ".join(parts) or None
 
     def to_dict(self) -> dict:
-        return {"clipped": self.clipped, "clipped_us": round(self.clipped_us, 3), "undrawn": self.undrawn}
+        return {"clipped": self.clipped, "clipped_us": round(self.clipped_us, 3), "undrawn": self.undrawn,
+                "cpu_undrawn": self.cpu_undrawn}
 
 
 @dataclass

@@ -35,6 +35,7 @@ import re
 import sys
 import zlib
 from collections import Counter, defaultdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -343,7 +344,9 @@ class _Collector:
                                 ((c.pid, c.tid, c.ts, c.dur, True) for c in self.runtime),
                                 ((pid, tid, ts, dur, True) for _, ts, dur, pid, tid in self.steps),
                                 ((pid, tid, ts, dur, False) for pid, tid, ts, dur in self.python_frames))
-        self_cpu_total = _self_cpu_total(boxes)
+        self_cpu_total, cpu_undrawn = _self_cpu_total(boxes)
+        if cpu_undrawn:
+            overlaps = replace(overlaps, cpu_undrawn=cpu_undrawn)
         self.python_frames.clear()
         # Modules: the suite's ranges when the trace has them (they hold the backward too), else the Python frames.
         module_source = None
@@ -605,8 +608,9 @@ def _link(runtime: list[RuntimeCall], gpu: list[GpuWork], flow_start: dict, flow
     return unrecorded
 
 
-def _self_cpu_total(boxes: Iterable[tuple[Any, Any, float, float, bool]]) -> float:
-    """The table's "Self CPU time total": the self times of the CPU boxes (pid, tid, ts, dur, counted).
+def _self_cpu_total(boxes: Iterable[tuple[Any, Any, float, float, bool]]) -> tuple[float, int]:
+    """The table's "Self CPU time total": the self times of the CPU boxes (pid, tid, ts, dur, counted); and how many
+    boxes Perfetto will not draw.
 
     A box's self time is its duration less its children's. We nest the boxes as torch does
     (`EventList._populate_cpu_children`): a box is the child of the innermost open box on its thread that
@@ -614,6 +618,11 @@ def _self_cpu_total(boxes: Iterable[tuple[Any, Any, float, float, bool]]) -> flo
     the nesting, so an op's Python children come off its self time, but `key_averages()` leaves the frames
     out of its rows and so of the total: those boxes come with counted=False. Times are compared in whole
     ns, as torch does: the trace's timestamps are µs with three decimals.
+
+    Perfetto nests a thread's boxes alike, but drops a box that starts inside an open one and ends after it (its
+    stat `slice_drop_overlapping_complete_event`, pytorch issue #174555) and nests what follows in the boxes it
+    kept: a second stack of ends, walked beside the first, counts those (one comparison a box: the boxes are
+    sorted once, for both).
     """
     # Each box is one int, (start, -end, index) packed in bits that sort as that tuple does: outer boxes first, ties
     # in the order the boxes came. A tuple of three ints cost 156 bytes a box, the packed int 48: a Mamba trace's
@@ -634,12 +643,20 @@ def _self_cpu_total(boxes: Iterable[tuple[Any, Any, float, float, bool]]) -> flo
             threads[(pid, tid)].append((start, -end, i))
         counts.append(counted)
     total_ns = 0
+    undrawn = 0
     for spans in threads.values():
         spans.sort()
         stack: list[tuple[int, bool]] = []  # (end, counted) of the open boxes
+        drawn: list[int] = []  # the ends of the boxes Perfetto has open
         for key in spans:
             start, neg_end, i = _unpacked(key) if packed else key
             end = -neg_end
+            while drawn and drawn[-1] <= start:
+                drawn.pop()
+            if drawn and end > drawn[-1]:
+                undrawn += 1
+            else:
+                drawn.append(end)
             while stack and (start >= stack[-1][0] or end > stack[-1][0]):
                 stack.pop()
             counted = counts[i]
@@ -648,7 +665,7 @@ def _self_cpu_total(boxes: Iterable[tuple[Any, Any, float, float, bool]]) -> flo
             if stack and stack[-1][1]:  # the parent's self time loses this child's whole duration
                 total_ns -= end - start
             stack.append((end, counted))
-    return total_ns / 1000
+    return total_ns / 1000, undrawn
 
 
 _HALF = 1 << 63  # a start or end in ns, offset by this, fits 64 bits

@@ -1,6 +1,7 @@
 """GPU work that runs past the next item on its own stream (trace_report/overlaps.py): clipped to the next one's start,
 so that no time counts twice, counted, said in one dim line of the report and in --json; a trace without such
-overlaps read exactly as before. The traces are written here: one step, one op and launch per kernel."""
+overlaps read exactly as before. The traces are written here: one step, one op and launch per kernel. And CPU boxes
+that start inside another on their thread and end after it, which Perfetto does not draw: counted, times kept."""
 
 from __future__ import annotations
 
@@ -92,7 +93,7 @@ def test_the_report_says_it_in_one_dim_line_and_the_json_carries_it(tmp_path):
     line = "1 GPU item ran into the next on its stream: clipped, 0.4 µs in all; 1 not drawn by Perfetto"
     assert text.stdout.splitlines()[1] == line  # under the header, one line
     report = json.loads(run_report(path, "--json").stdout)
-    assert report["overlaps"] == {"clipped": 1, "clipped_us": 0.4, "undrawn": 1}
+    assert report["overlaps"] == {"clipped": 1, "clipped_us": 0.4, "undrawn": 1, "cpu_undrawn": 0}
     assert [w["dur_us"] for w in report["steps"][0]["gpu"]] == [3.8, 1.8]
 
 
@@ -119,3 +120,33 @@ def test_a_real_trace_with_pdl_overlaps_is_left_with_none():
         by_stream.setdefault((work.pid, work.tid), []).append(work)
     for items in by_stream.values():
         assert all(a.ts + a.dur <= b.ts + 1e-3 for a, b in zip(items, items[1:]))
+
+
+def test_a_cpu_box_that_starts_inside_another_and_ends_after_it_is_counted_and_its_time_kept(tmp_path):
+    # A record_function range opened inside a compiled region and closed after it (as torch.compile's regions and
+    # nn.Module ranges do on the world's H100 trace): Perfetto drops it. What nests inside it is drawn, and counted
+    # against the boxes Perfetto keeps: the op inside both is drawn, the one past the region's end is not.
+    path = write_trace(tmp_path, [(MUL, STREAM, 100.0, 3.0)])
+    doc = json.loads(path.read_text())
+    box = {"ph": "X", "cat": "user_annotation", "pid": MAIN, "tid": MAIN, "args": {}}
+    doc["traceEvents"] += [{**box, "name": "Torch-Compiled Region", "ts": 1.0, "dur": 2.0},
+                           {**box, "name": "nn.Module: GeGLU", "ts": 2.0, "dur": 2.5},  # ends at 4.5, after 3.0
+                           {**box, "name": "inside both", "ts": 2.2, "dur": 0.5},
+                           {**box, "name": "past the region", "ts": 2.8, "dur": 1.0}]  # 3.8: inside GeGLU only
+    path.write_text(json.dumps(doc))
+    trace = read_trace(path)
+    assert trace.overlaps == Overlaps(cpu_undrawn=2)
+    assert {op.name: op.dur for op in trace.steps[0].ops if op.name in ("nn.Module: GeGLU", "past the region")} == {
+        "nn.Module: GeGLU": 2.5, "past the region": 1.0}
+    text = run_report(path, env={"COLUMNS": "160"})
+    line = "2 CPU boxes start inside another on their thread and end after it: not drawn by Perfetto"
+    assert text.stdout.splitlines()[1] == line
+    report = json.loads(run_report(path, "--json").stdout)
+    assert report["overlaps"] == {"clipped": 0, "clipped_us": 0.0, "undrawn": 0, "cpu_undrawn": 2}
+
+
+def test_a_real_trace_with_unnested_module_ranges_counts_them():
+    # torch.compile's max-autotune MLP on an H100: each `nn.Module: GeGLU` and `nn.Module: Linear` range starts inside
+    # a `Torch-Compiled Region` and ends after it, 12 in all; its GPU streams have 0 such items.
+    trace = read_trace(FIXTURES / "world" / "h100_mlp_max_autotune_suite.json.gz")
+    assert (trace.overlaps.cpu_undrawn, trace.overlaps.undrawn) == (12, 0)
