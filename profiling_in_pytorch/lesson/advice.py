@@ -11,7 +11,9 @@ How a saving is measured (`measure_saving`): the step without the fix and the st
 `lesson.measure_step` times a step (the loop's period, `wall_us_per_step`: what one step costs a training run, a
 median), in turns (before, after, after, before, ...) so that a machine that slows down or speeds up during the
 timing weighs on both alike; of each step's timings the least is kept, since other work on the machine only ever adds
-time to a step.
+time to a step. How far each step's own timings spread (the most less the least, the wider of the two steps) is kept
+too: a ✗ that misses its range by less than that says so, since the timing cannot tell it from a ✓ (on an H200
+host, the planted step's least timing ranged 69-78 ms from one fix's turns to the next).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class Judged:
     high_us: float
     before_us: float
     after_us: float
+    spread_us: float = 0.0  # how far each step's own timings spread, the wider of the two (measure_saving)
 
     @property
     def saving_us(self) -> float:
@@ -56,7 +59,7 @@ class Judged:
     @property
     def reason(self) -> str:
         """Why a ✗, in one line with both numbers; empty for a ✓."""
-        return "" if self.ok else miss_text(self.saving_us, self.low_us, self.high_us)
+        return "" if self.ok else miss_text(self.saving_us, self.low_us, self.high_us, self.spread_us)
 
 
 def holds(saving: float, low: float, high: float, slack: float = SLACK) -> bool:
@@ -72,28 +75,34 @@ def range_text(low: float, high: float) -> str:
     return f"{low:,.1f}–{high:,.1f} µs"
 
 
-def miss_text(saving: float, low: float, high: float) -> str:
+def miss_text(saving: float, low: float, high: float, spread: float = 0.0) -> str:
     """"measured 3.10 ms, predicted 4.00–6.20 ms: 23% below the range's low end" (or above its high end, or a
-    slowdown)."""
+    slowdown); and, where the miss is smaller than the timings' own spread, that it is."""
     head = f"measured {_us(saving) if saving >= 0 else '-' + _us(-saving)}, predicted {range_text(low, high)}"
     if saving < 0:
-        return f"{head}: the step got slower with the fix"
-    if saving < low:
-        return f"{head}: {(low - saving) / low:.0%} below the range's low end" if low else head
-    return f"{head}: {(saving - high) / high:.0%} above the range's high end" if high else head
+        text = f"{head}: the step got slower with the fix"
+    elif saving < low:
+        text = f"{head}: {(low - saving) / low:.0%} below the range's low end" if low else head
+    else:
+        text = f"{head}: {(saving - high) / high:.0%} above the range's high end" if high else head
+    miss = low - saving if saving < low else saving - high
+    if 0 < miss <= spread:
+        text += f", by less than the step's own timings spread ({_us(spread)}): the timing cannot tell it from a ✓"
+    return text
 
 
 def measure_saving(before: Callable[[], object], after: Callable[[], object], device: torch.device,
-                   rounds: int = ROUNDS) -> tuple[float, float]:
+                   rounds: int = ROUNDS) -> tuple[float, float, float]:
     """The loop's period of `before()` and of `after()` (µs per step, the least of `rounds` timings each, taken in
-    turns); nothing printed."""
+    turns), and how far each one's timings spread (the wider of the two); nothing printed."""
     times: dict[str, list[float]] = {"before": [], "after": []}
     for turn in range(rounds):
         order = ("before", "after") if turn % 2 == 0 else ("after", "before")
         for name in order:
             step = before if name == "before" else after
             times[name].append(measure_step(step, device).wall_us_per_step)
-    return min(times["before"]), min(times["after"])
+    spread = max(max(t) - min(t) for t in times.values())
+    return min(times["before"]), min(times["after"]), spread
 
 
 def print_judged(judged: Sequence[Judged], title: str) -> None:

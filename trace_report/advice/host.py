@@ -209,10 +209,39 @@ def sync(r: Reading) -> list[Finding]:
 # the single-process loader's time, least and most.
 WORKER_KEEP = (0.03, 0.2)
 # The workers the change names. They make batches no faster together than WORKERS times the loop's thread at best, and
-# at worst no faster than it did alone: torch runs each worker on one thread, where the loop's thread spread a batch's
-# larger ops over all its cores (lesson 12 on an H100: 98 ms a batch on the loop's thread; with 4 workers the step
-# still took 98 ms, waiting for them).
+# at worst no faster than it did alone, where the batch's ops are small: each runs on one thread either way.
 WORKERS = 4
+# torch spreads an op that touches this many elements or more over its intra-op threads, one per core by default
+# (at::internal::GRAIN_SIZE); a DataLoader worker runs with torch.set_num_threads(1). Where ops that large are this
+# share of the batch's time or more, a worker may make its batch many times slower than the loop's thread did, and the
+# step with workers be slower than without: nothing is promised at least. (Lesson 12, its batch's tanh, mul and
+# collate on 256×1024 samples: on an H100 host 4 workers saved 36 ms of a 145 ms step where the loop's thread made a
+# batch in 98 ms; on a 16-core H200 host the step went from 72 to 100 ms.)
+GRAIN_SIZE = 32768
+SPREAD_SHARE = 0.25
+
+
+def _largest_input(op: CpuOp) -> int:
+    """The most elements of any one tensor among the op's inputs (a TensorList's tensors each), 0 without shapes."""
+    largest = 0
+    for dims in op.input_dims:
+        shapes = dims if dims and not isinstance(dims[0], int) else (dims,)  # a TensorList: a list of shapes
+        for shape in shapes:
+            n = 1
+            for d in shape or (0,):
+                n *= d if isinstance(d, int) else 0
+            largest = max(largest, n)
+    return largest
+
+
+def _spread_share(steps: list[Step]) -> float:
+    """The share of the batch-making ops' own time (inside the single-process loader's `__next__`) in ops that torch
+    spreads over its threads (GRAIN_SIZE)."""
+    inside = [op for s in steps for op in s.ops if not op.is_label and any(
+        SINGLE_PROCESS_LOADER in box for box in op.path)]
+    total = sum(op.self_us for op in inside)
+    spread = sum(op.self_us for op in inside if _largest_input(op) >= GRAIN_SIZE)
+    return spread / total if total > 0 else 0.0
 
 
 def dataloader(r: Reading) -> list[Finding]:
@@ -233,15 +262,22 @@ def dataloader(r: Reading) -> list[Finding]:
     spent = sum(op.dur for op in loads)
     # The loop waits for the workers when they are slower than the rest of its step
     made = r.per_step(spent)
-    saving = (max(0.0, min(low, r.step_us - made)), max(0.0, min(high, r.step_us - made / WORKERS)))
+    spread = _spread_share(r.steps)
+    threaded = spread >= SPREAD_SHARE  # the loop's thread had help from torch's intra-op threads
+    saving = (0.0 if threaded else max(0.0, min(low, r.step_us - made)),
+              max(0.0, min(high, r.step_us - made / WORKERS)))
+    worst = "no faster at worst (a worker runs on one thread, as the batch's small ops did on the loop's)"
+    if threaded:
+        worst = (f"nothing at worst: {spread:.0%} of the batch's time is in ops on {GRAIN_SIZE:,} elements or more, "
+                 "which torch spread over the loop's cores and a worker runs on one thread, so that workers may make "
+                 "a batch slower than the loop did, and the step wait longer (time it before and after)")
     evidence = (f"{loads[0].name}: {us(r.per_step(spent))} a step on the training loop's thread, "
                 f"{r.per_step(spent) / r.step_us:.0%} of the step")
     change = (f"DataLoader(dataset, batch_size=..., num_workers={WORKERS}, pin_memory=True, persistent_workers=True, "
               "prefetch_factor=2)")
     basis = r.basis(f"workers make the batches beside the step; the loop keeps {WORKER_KEEP[0]:.0%}-"
                     f"{WORKER_KEEP[1]:.0%} of the loading to receive them, and waits for {WORKERS} workers that make "
-                    f"a batch {WORKERS} times as fast as its thread did at best, no faster at worst (a worker runs "
-                    "on one thread)")
+                    f"a batch {WORKERS} times as fast as its thread did at best, {worst}")
     return [Finding("dataloader", "batches made on the training loop's thread", evidence, change, saving, r.step_us,
                     basis, source_of(dataloader),
                     where=where_of(loads), count_per_step=r.per_step(len(loads)))]

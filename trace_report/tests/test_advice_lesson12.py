@@ -1,4 +1,4 @@
-"""Lesson 12's training step on an H100 (torch 2.11), recorded twice: with every habit planted and with every habit
+"""Lesson 12's training step on an H200 (torch 2.11), recorded twice: with every habit planted and with every habit
 fixed. The same step, the same sizes: each rule the planted trace holds a pattern for fires on it, and none of them
 on the fixed one (the pairs the host's rules are checked on, beside other people's traces in test_advice.py)."""
 
@@ -9,12 +9,12 @@ import pytest
 import trace_report
 from trace_report.tests.support import FIXTURES
 
-LESSON = FIXTURES / "h100" / "traces" / "12_what_to_change"
+LESSON = FIXTURES / "h200" / "traces" / "12_what_to_change"
 PLANTED = LESSON / "32_256_1024_4096_L4_planted_eager_fp32.json.gz"
 FIXED = LESSON / "32_256_1024_4096_L4_fixed-all_eager_fp32.json.gz"
 HABITS = ("dataloader", "pageable-copy", "sync", "fp32-matmul", "single-tensor-optimizer", "zero-grad",
           "cpu-built-tensor", "loop-kernels")
-# What the planted step's trace shows worth 1% of its step or more, measured on the H100 (the lesson's fix check)
+# What the planted step's trace shows worth 1% of its step or more (the lesson's guesses on a GPU, QUIET_ON_A_GPU)
 FOUND = ("dataloader", "sync", "fp32-matmul", "loop-kernels", "pageable-copy")
 
 
@@ -51,22 +51,42 @@ def test_every_fp32_gemm_is_counted_and_no_tf32_one(planted, fixed):
 
 def test_pinning_without_workers_is_weighed_on_the_loops_thread(planted):
     """No DataLoader workers: pin_memory=True pins on the loop's thread, a copy on the CPU. The range starts near
-    nothing (the H100 measured 1.1 ms saved of a 10.7 ms pageable copy) and stays under the copy's own time."""
+    nothing (an H100 measured 1.1 ms saved of a 10.7 ms pageable copy) and stays under the copy's own time (8.6 ms a
+    step here)."""
     finding = planted.advice.finding("pageable-copy")
     low, high = finding.saving_us
-    assert low < 1000 and high < 10_700, finding.saving_us
+    assert low < 1000 and high < 8_580, finding.saving_us
     assert "loop's thread" in finding.basis and "num_workers" in finding.change
 
 
 def test_the_loaders_saving_waits_for_its_workers(planted):
-    """The loop's thread made a batch in 98 ms: four workers on one thread each make one no faster than every 98/4
-    ms at best, every 98 ms at worst, and the step cannot be shorter than that."""
+    """The loop's thread made a batch in 33 ms: four workers make one no faster than every 33/4 ms, and the step
+    cannot be shorter than that. Its tanh, mul and collate work on 256×1024 samples, which torch spread over the host's
+    16 cores and a worker runs on one thread: nothing is promised at least (4 workers took that step from 72 to
+    100 ms)."""
     finding = planted.advice.finding("dataloader")
     low, high = finding.saving_us
     loader_us = float(finding.evidence.split(": ", 1)[1].split(" ms")[0].replace(",", "")) * 1000
-    assert low <= planted.advice.step_us - loader_us + 1
     assert high <= planted.advice.step_us - loader_us / 4 + 1
-    assert "one thread" in finding.basis
+    assert low == 0 and "torch spread over the loop's cores" in finding.basis, finding.basis
+
+
+def test_a_batch_of_small_ops_keeps_its_least_saving(tmp_path):
+    """The same trace with every op inside the loader on 16 elements (a dataset of small samples, one thread either
+    way): workers make a batch no slower than the loop's thread did, and the step saves at least the rest of it."""
+    import gzip
+    import json
+
+    doc = json.loads(gzip.decompress(PLANTED.read_bytes()))
+    for event in doc["traceEvents"]:
+        if event.get("cat") == "cpu_op" and "Input Dims" in event.get("args", {}):
+            event["args"]["Input Dims"] = [[16] if dims else [] for dims in event["args"]["Input Dims"]]
+    path = tmp_path / "small_samples.json"
+    path.write_text(json.dumps(doc))
+    finding = trace_report.read(path).advice.finding("dataloader")
+    low, high = finding.saving_us
+    assert 10_000 < low <= high, finding.saving_us
+    assert "no faster at worst" in finding.basis, finding.basis
 
 
 def test_the_position_table_costs_too_little_to_name(planted):
@@ -76,32 +96,34 @@ def test_the_position_table_costs_too_little_to_name(planted):
 
 
 def test_a_loop_waiting_for_its_workers_is_said_without_a_promise(fixed, planted):
-    """The fixed step's 4 workers, one thread each, did not keep up with the old dataset: one recorded step waited
-    205 ms for its batch, and the step took 60 ms without the profiler against 8 ms of GPU work. Whether the host has
-    cores for more workers no trace says: the range starts at nothing, and ends near the 52 ms the wait costs."""
+    """The fixed step's 4 workers, one thread each, did not keep up in one recorded step of three: it waited 65 ms for
+    its batch (the others 0.2 and 0.6 ms), and the step took 21 ms without the profiler against 8 ms of GPU work.
+    Whether the host has cores for more workers no trace says: the range starts at nothing, and ends near the 22 ms a
+    step the waits cost."""
     finding = fixed.advice.finding("dataloader-workers")
     assert finding is not None, fixed.advice.rules
     low, high = finding.saving_us
-    assert low == 0 and 40_000 < high < fixed.advice.step_us - 7_000, finding.saving_us
-    assert "204.90 ms the longest wait" in finding.evidence and "num_workers" in finding.change
+    assert low == 0 and 15_000 < high < fixed.advice.step_us - 7_000, finding.saving_us
+    assert "65.30 ms the longest wait" in finding.evidence and "num_workers" in finding.change
     assert planted.advice.finding("dataloader-workers") is None  # no workers there: the dataloader rule's
 
 
 def test_savings_weigh_each_step_by_its_time(fixed):
-    """The fixed step's three recorded steps took 218, 9 and 10 ms: the fusion a compiler would do saves GPU time the
-    steps did not wait on, under 1% of their time, and is not said (a mean of each step's share called it 2%)."""
+    """The fixed step's three recorded steps took 11, 76 and 8 ms: the fusion a compiler would do saves GPU time the
+    steps did not wait on, under 1% of their time, and is not said (a mean of each step's share would weigh the short
+    steps as much as the long one)."""
     assert fixed.advice.finding("compile-fusion") is None, fixed.advice.rules
 
 
 def test_workers_that_keep_up_are_not_named(tmp_path):
-    """The same fixed step with its one long wait cut to what the other steps waited (0.1-0.2 ms): the batches were
-    ready, and no finding is made of the loader."""
+    """The same fixed step with every wait cut to the shortest one it had (0.15 ms): the batches were ready, and no
+    finding is made of the loader."""
     import gzip
     import json
 
     doc = json.loads(gzip.decompress(FIXED.read_bytes()))
     waits = [e for e in doc["traceEvents"] if "_MultiProcessingDataLoaderIter.__next__" in str(e.get("name"))]
-    assert max(e["dur"] for e in waits) > 200_000
+    assert max(e["dur"] for e in waits) > 60_000
     for event in waits:
         event["dur"] = min(event["dur"], 150.0)
     path = tmp_path / "workers_kept_up.json"
