@@ -286,3 +286,15 @@ def test_copies_are_collectives_when_a_name_or_their_ends_say_so(tmp_path, label
     if "PeerCopy" in collectives:
         kinds = {name: what for name, what, _, _ in found.kinds()}
         assert "CUDA graph" in kinds[memcpy] and "between two GPUs" in kinds[memcpy]
+
+
+def test_many_ranks_are_named_by_their_files_pattern(tmp_path):
+    # 64 ranks' files one by one filled 13 lines of the report's first screen: past four, the pattern the names share
+    paths = simulated_tp_run(tmp_path, "run7", world=6)
+    every = trace_report(*paths)
+    assert every.returncode == 0, every.stderr
+    assert every.stdout.splitlines()[0] == "6 ranks · run7_rank{0..5}.json"
+    gaps = trace_report(*(p for p in paths if not p.name.endswith("_rank2.json")))
+    assert gaps.stdout.splitlines()[0] == "5 ranks · run7_rank{0,1,3,4,5}.json", gaps.stderr
+    two = trace_report(*paths[:2])
+    assert two.stdout.splitlines()[0] == "2 ranks · rank 0: run7_rank0.json, rank 1: run7_rank1.json"

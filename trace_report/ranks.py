@@ -392,10 +392,33 @@ def _launch_reason(slow: RankTrace, others: Sequence[RankTrace]) -> list[str]:
 # --- printing (trace-report) -----------------------------------------------------------------------------------
 
 
+LISTED_RANKS = 4  # more ranks than this are named by their files' pattern, `RUN_rank{0..63}.json`, not one by one
+
+
+def rank_files(ranks: Sequence[RankTrace]) -> str:
+    """The ranks' files in a few words: each rank's (`rank 0: a.json, rank 1: b.json`), or, past LISTED_RANKS ranks
+    whose files differ only by the rank's number, that pattern (`run_rank{0..63}.json`; a set with gaps lists its
+    ranks, `run_rank{0,2,5}.json`)."""
+    listed = ", ".join(f"rank {r.rank}: {r.figures.name}" for r in ranks)
+    if len(ranks) <= LISTED_RANKS:
+        return listed
+    first = ranks[0].figures.name
+    number = str(ranks[0].rank)
+    at = first.rfind(number)
+    while at >= 0:  # the rank's number in the first name, the last place it is first (`run7_rank7.json`)
+        head, tail = first[:at], first[at + len(number):]
+        if all(r.figures.name == f"{head}{r.rank}{tail}" for r in ranks):
+            numbers = sorted(r.rank for r in ranks)
+            contiguous = numbers == list(range(numbers[0], numbers[0] + len(numbers)))
+            inner = f"{numbers[0]}..{numbers[-1]}" if contiguous else ",".join(map(str, numbers))
+            return f"{head}{{{inner}}}{tail}"
+        at = first.rfind(number, 0, at)
+    return listed
+
+
 def print_ranks(ranks: Sequence[RankTrace], console: Console) -> None:
     """One row per rank, then how far apart the ranks reached each collective."""
-    names = ", ".join(f"rank {r.rank}: {r.figures.name}" for r in ranks)
-    console.print(f"[bold]{len(ranks)} ranks[/bold] · {escape(names)}")
+    console.print(f"[bold]{len(ranks)} ranks[/bold] · {escape(rank_files(ranks))}")
     lag = skew(ranks)
     steps = ", ".join(sorted({str(r.figures.steps) for r in ranks}))
     table = Table(title=f"per rank, per step (means over {steps} steps)")
