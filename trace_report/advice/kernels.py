@@ -218,6 +218,9 @@ def attention_math(r: Reading) -> list[Finding]:
     if found is None or not (found.peak.tflops.get("bf16") or found.peak.tflops.get("fp16")):
         return []  # no tensor cores for a fused kernel to run on
     peak = found.peak.tflops.get("bf16") or found.peak.tflops["fp16"]
+    names = {op.name for s in r.steps for op in s.ops}
+    if MATH not in names and names.isdisjoint(SOFTMAX):
+        return []  # neither path nor softmax anywhere: no step need be walked (111 steps of a Mamba trace: 0.2 s)
     per_step = {id(s): [(a, _launched_in(s, a[0], a[1], a[2])) for a in _attention(s)] for s in r.steps}
     all_found = [(a, work) for items in per_step.values() for a, work in items if work]
     if not all_found:
@@ -489,26 +492,35 @@ def compile_fusion(r: Reading) -> list[Finding]:
     low = sum(max(0.0, c.measured_us_per_step - (c.predicted_us_per_step or 0.0) / INDUCTOR_SHARE) for c in chains)
     high = sum(max(0.0, c.measured_us - c.floor_us * c.count) / c.steps if c.floor_us is not None
                else c.saving_us_per_step for c in chains)
-    # kernel name -> the ops of each chain that holds it: a kernel is touched when one of those launched it (a
+    # kernel name -> the ops of the chains that hold it: a kernel is touched when one of those launched it (a
     # chain's ops × kernels as pairs cost 19 ms of a 2021 ResNet step's 60 ms advice)
-    launchers_of: dict[str, list[frozenset]] = {}
+    launchers_of: dict[str, set[str]] = {}
     for c in chains:
-        ops = frozenset(c.ops)
         for kernel in set(c.kernels):
-            launchers_of.setdefault(kernel, []).append(ops)
-    touched = {id(w): w for s in r.steps for w in s.gpu if w.name in launchers_of and w.launch is not None
-               and w.launch.launcher is not None
-               and any(w.launch.launcher.name in ops for ops in launchers_of[w.name])}
-    total = sum(w.dur for w in touched.values()) / r.n
+            launchers_of.setdefault(kernel, set()).update(c.ops)
+    # One pass over the steps' GPU work (a 147 MB trace's 1.9M items): the touched kernels' time, and per launch
+    # id(call) -> [its other work, its work a fused kernel would do]
+    touched: list = []
+    touched_us = 0.0
+    split: dict[int, list[float]] = {}
+    for s in r.steps:
+        for w in s.gpu:
+            call = w.launch
+            if call is None:
+                continue
+            hit = (w.name in launchers_of and call.launcher is not None
+                   and call.launcher.name in launchers_of[w.name])
+            if hit:
+                touched.append(w)
+                touched_us += w.dur
+            part = split.get(id(call))
+            if part is None:
+                part = split[id(call)] = [0.0, 0.0]
+            part[hit] += w.dur
+    total = touched_us / r.n
     if total <= 0:
         return []
     keep = (max(0.0, 1 - high / total), max(0.0, 1 - low / total))
-    split: dict[int, list[float]] = {}  # id(call) -> [its other work, its work a fused kernel would do]
-    for s in r.steps:
-        for w in s.gpu:
-            if w.launch is not None:
-                part = split.setdefault(id(w.launch), [0.0, 0.0])
-                part[id(w) in touched] += w.dur
     split = {call: part for call, part in split.items() if part[1] > 0}
 
     def fused(factor: float):
@@ -526,7 +538,7 @@ def compile_fusion(r: Reading) -> list[Finding]:
                     "some intermediates in memory, which the prediction does not charge")
     return [Finding("compile-fusion", "memory-bound kernels a compiler would fuse", evidence,
                     "model = torch.compile(model)", saving, r.step_us, basis, source_of(compile_fusion),
-                    where=where_of(w.launch.launcher for w in touched.values()), count_per_step=kernels)]
+                    where=where_of(w.launch.launcher for w in touched), count_per_step=kernels)]
 
 
 def scaled_work(split: dict[int, list[float]], factor: float):
