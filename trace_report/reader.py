@@ -109,6 +109,7 @@ def _read(path: Path, collector: _Collector) -> Trace:
         add = collector.add
         try:
             for batch in source.batches():
+                collector.events += len(batch)
                 for event in batch:
                     add(event)
         except (EOFError, zlib.error, gzip.BadGzipFile) as err:
@@ -161,7 +162,6 @@ class _Collector:
         """One event, as the source's Record (`source.Record`: the fields read here, `args` a RecordArgs)."""
         if type(ev) is not Record:
             raise UsageError(f"{self.path}: traceEvents holds {type(ev).__name__} values, not event objects: not a Chrome trace")
-        self.events += 1
         ph = ev.ph
         if ph == "X":
             self.timed += 1
@@ -232,17 +232,15 @@ class _Collector:
                 self.runtime.append(RuntimeCall(name, ts, dur, pid, tid, correlation))
             elif kind == "gpu":
                 registers, shared, occupancy = args.registers, args.shared_memory, args.occupancy
-                self.gpu.append(
-                    GpuWork(
-                        GPU_KINDS[cat], name, ts, dur, pid, tid, correlation,
-                        registers=registers if isinstance(registers, int) else None,
-                        shared_memory=shared if isinstance(shared, int) else None,
-                        grid=self._dims3(args.grid),
-                        block=self._dims3(args.block),
-                        occupancy=float(occupancy) if type(occupancy) in _NUMBER and math.isfinite(occupancy) else None,
-                        comm_args=_comm_args(args) if args.in_nelems is not UNSET or args.bytes is not UNSET else None,
-                    )
-                )
+                # positional: GpuWork's fields in order (kind, name, ts, dur, pid, tid, correlation, launch, registers,
+                # shared_memory, grid, block, occupancy, comm_args), as CpuOp's above
+                self.gpu.append(GpuWork(
+                    GPU_KINDS[cat], name, ts, dur, pid, tid, correlation, None,
+                    registers if isinstance(registers, int) else None,
+                    shared if isinstance(shared, int) else None,
+                    self._dims3(args.grid), self._dims3(args.block),
+                    float(occupancy) if type(occupancy) in _NUMBER and math.isfinite(occupancy) else None,
+                    _comm_args(args) if args.in_nelems is not UNSET or args.bytes is not UNSET else None))
             else:
                 self.python_frames.append((pid, tid, ts, dur))
                 if name.startswith(MODULE_PREFIX):
@@ -621,8 +619,8 @@ def _self_cpu_total(boxes: Iterable[tuple[Any, Any, float, float, bool]]) -> tup
 
     Perfetto nests a thread's boxes alike, but drops a box that starts inside an open one and ends after it (its
     stat `slice_drop_overlapping_complete_event`, pytorch issue #174555) and nests what follows in the boxes it
-    kept: a second stack of ends, walked beside the first, counts those (one comparison a box: the boxes are
-    sorted once, for both).
+    kept. Until a thread's first such box the two walks hold the same boxes open, so the walk here finds it (one
+    comparison when a box closes); only a thread that has one is walked again, as Perfetto does, to count them all.
     """
     # Each box is one int, (start, -end, index) packed in bits that sort as that tuple does: outer boxes first, ties
     # in the order the boxes came. A tuple of three ints cost 156 bytes a box, the packed int 48: a Mamba trace's
@@ -647,17 +645,15 @@ def _self_cpu_total(boxes: Iterable[tuple[Any, Any, float, float, bool]]) -> tup
     for spans in threads.values():
         spans.sort()
         stack: list[tuple[int, bool]] = []  # (end, counted) of the open boxes
-        drawn: list[int] = []  # the ends of the boxes Perfetto has open
+        crossed = False  # a box started inside an open one and ended after it
         for key in spans:
-            start, neg_end, i = _unpacked(key) if packed else key
-            end = -neg_end
-            while drawn and drawn[-1] <= start:
-                drawn.pop()
-            if drawn and end > drawn[-1]:
-                undrawn += 1
+            if packed:  # _unpacked, written out: a call per box was a tenth of this walk
+                start, end, i = (key >> 96) - _HALF, _HALF - ((key >> 32) & _ENDS), key & _INDICES
             else:
-                drawn.append(end)
+                start, end, i = key[0], -key[1], key[2]
             while stack and (start >= stack[-1][0] or end > stack[-1][0]):
+                if start < stack[-1][0]:
+                    crossed = True
                 stack.pop()
             counted = counts[i]
             if counted:
@@ -665,16 +661,37 @@ def _self_cpu_total(boxes: Iterable[tuple[Any, Any, float, float, bool]]) -> tup
             if stack and stack[-1][1]:  # the parent's self time loses this child's whole duration
                 total_ns -= end - start
             stack.append((end, counted))
+        if crossed:
+            undrawn += _undrawn(spans, packed)
     return total_ns / 1000, undrawn
+
+
+def _undrawn(spans: list, packed: bool) -> int:
+    """How many of a thread's boxes (sorted, as _self_cpu_total holds them) Perfetto drops: each starts inside the
+    innermost box it keeps open and ends after it, and is not opened."""
+    dropped = 0
+    drawn: list[int] = []  # the ends of the boxes Perfetto has open
+    for key in spans:
+        start, neg_end, _ = _unpacked(key) if packed else key
+        end = -neg_end
+        while drawn and drawn[-1] <= start:
+            drawn.pop()
+        if drawn and end > drawn[-1]:
+            dropped += 1
+        else:
+            drawn.append(end)
+    return dropped
 
 
 _HALF = 1 << 63  # a start or end in ns, offset by this, fits 64 bits
 _INDEX = 1 << 32
+_ENDS = _INDEX * _INDEX - 1  # the bits of a packed box's end
+_INDICES = _INDEX - 1  # the bits of its index
 
 
 def _unpacked(key: int) -> tuple[int, int, int]:
     """A packed box (_self_cpu_total) as (start, -end, index)."""
-    return (key >> 96) - _HALF, ((key >> 32) & (_INDEX * _INDEX - 1)) - _HALF, key & (_INDEX - 1)
+    return (key >> 96) - _HALF, ((key >> 32) & _ENDS) - _HALF, key & _INDICES
 
 
 def _step_at(steps: list[Step], starts: list[float], ts: float) -> Step | None:

@@ -262,3 +262,14 @@ def test_the_reader_builds_ops_with_their_fields_in_order():
     assert [f.name for f in dataclasses.fields(CpuOp)][:14] == [
         "name", "ts", "dur", "pid", "tid", "is_label", "self_us", "launched", "path", "input_dims", "input_types",
         "modules", "comm_args", "concrete_inputs"]
+
+
+def test_the_reader_builds_gpu_work_with_its_fields_in_order():
+    """GpuWork likewise (keywords cost 0.1 s of a 147 MB trace's read)."""
+    import dataclasses
+
+    from trace_report.model import GpuWork
+
+    assert [f.name for f in dataclasses.fields(GpuWork)] == [
+        "kind", "name", "ts", "dur", "pid", "tid", "correlation", "launch", "registers", "shared_memory", "grid",
+        "block", "occupancy", "comm_args"]
