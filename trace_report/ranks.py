@@ -405,7 +405,7 @@ def rank_files(ranks: Sequence[RankTrace]) -> str:
     first = ranks[0].figures.name
     number = str(ranks[0].rank)
     at = first.rfind(number)
-    while at >= 0:  # the rank's number in the first name, the last place it is first (`run7_rank7.json`)
+    while at >= 0:  # where the rank's number sits in the first name, tried from the right (`run7_rank7.json`)
         head, tail = first[:at], first[at + len(number):]
         if all(r.figures.name == f"{head}{r.rank}{tail}" for r in ranks):
             numbers = sorted(r.rank for r in ranks)
