@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -265,3 +266,13 @@ def test_many_buckets_are_summed_per_rank_and_phase(cpu_run):
         == [(0, "AllReduce", "9 buckets", "dp_bwd", 9.0), (1, "AllReduce", "9 buckets", "dp_bwd", 9.0)]
     alone = attribution.owner_rows(ranks, group_units=False)
     assert sum(row["us_per_step"] for row in alone if row["rank"] == 0) == pytest.approx(grouped[0]["us_per_step"])
+
+
+def test_a_picture_of_many_ranks_draws_the_lowest_eight(tmp_path):
+    # Each drawn rank's whole trace is held to draw it: ten ranks of a run give the eight lowest, and say so.
+    paths = simulated_tp_run(tmp_path, "run", world=10)
+    result = run_script("-m", "trace_report.report", *map(str, reversed(paths)), "--png", timeout=180)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"picture: {tmp_path / 'run_ranks.png'} (8 ranks of 10, the lowest,"), result.stdout
+    lowest = rank_traces.lowest_ranks(list(reversed(paths)), 8)
+    assert [Path(p).name for p in lowest] == [f"run_rank{r}.json" for r in range(8)]  # by rank, not as given

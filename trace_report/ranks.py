@@ -105,6 +105,15 @@ def is_rank_set(paths: Sequence[str | Path]) -> bool:
     return len({m["run"] for m in found}) == 1 and len({int(m["rank"]) for m in found}) == len(found)
 
 
+def lowest_ranks(paths: Sequence[str | Path], n: int) -> list[str | Path]:
+    """The `n` traces of the lowest ranks by their names (`<run>_rank<r>.json`), or the first `n` given where the names
+    do not say."""
+    found = [RANK_NAME.match(Path(p).name) for p in paths]
+    if all(found):
+        paths = [p for _, p in sorted(zip((int(m["rank"]) for m in found), paths), key=lambda pair: pair[0])]
+    return list(paths[:n])
+
+
 def read_ranks(paths: Sequence[str | Path], *, parallel: bool | None = None, keep_traces: bool = False,
                jobs: int | None = None, executor: concurrent.futures.Executor | None = None,
                skip_bad: bool = False) -> list[RankTrace]:

@@ -61,6 +61,7 @@ from trace_report.serve import PERFETTO_PORT, open_in_perfetto
 from trace_report.text_report import AUTO_STEPS, BRIEF_LINES, BRIEF_ROWS, DEFAULT_ROWS, DEFAULT_STEPS, STEP_LINES
 from trace_report.text_report import print_report
 
+DRAWN_RANKS = 8  # --png of a rank set draws this many ranks at most, one above the other
 AUTO_ROWS = -1  # --rows not given: a short report (BRIEF_ROWS a table) for one trace; a diff's short default
 
 
@@ -128,7 +129,8 @@ def build_parser() -> ArgumentParser:
     parser.add_argument(
         "--png", nargs="?", const="", metavar="FILE",
         help="draw one step as Perfetto shows it (CPU threads over GPU streams, an arrow from each launch to its "
-        "kernel) into FILE, a PNG (default: beside the trace, .json replaced by .png); prints no tables",
+        "kernel) into FILE, a PNG (default: beside the trace, .json replaced by .png); prints no tables. A run's "
+        f"ranks: the {DRAWN_RANKS} lowest, one above the other, on one clock",
     )
     parser.add_argument(
         "--step", type=step_flag, default=None,
@@ -354,11 +356,15 @@ def _look(args: argparse.Namespace, parser: ArgumentParser) -> int:
             parser.error(f"--png writes a PNG: give it a file name ending in .png, not {png.name!r}")
         writable_file(png, "the picture")
         if several:
-            ranks = rank_traces.read_ranks(paths, keep_traces=True, jobs=args.jobs, skip_bad=args.skip_bad)
+            # The picture holds each drawn rank's whole trace: DRAWN_RANKS of them, the lowest (64 ranks of 100 MB
+            # would be 8 GB here, and a picture nobody reads)
+            drawn_paths = rank_traces.lowest_ranks(paths, DRAWN_RANKS)
+            ranks = rank_traces.read_ranks(drawn_paths, keep_traces=True, jobs=args.jobs, skip_bad=args.skip_bad)
             chosen = [(r.rank, r.trace, choose_step(r.trace, args.step)) for r in ranks]
             drawn = write_ranks_picture(chosen, png)
-            print(f"picture: {png} ({len(chosen)} ranks, {chosen[0][2].name}, {len(drawn.arrows)} launch arrows)",
-                  flush=True)
+            of = f" of {len(paths)}, the lowest" if len(drawn_paths) < len(paths) else ""
+            print(f"picture: {png} ({len(chosen)} ranks{of}, {chosen[0][2].name}, {len(drawn.arrows)} launch "
+                  "arrows)", flush=True)
             return 0
         trace = read_trace(trace_path)
         step = choose_step(trace, args.step)
