@@ -20,8 +20,9 @@ correlations and step numbers renumbered, under --scratch, never in the checkout
 1000 by default), timed as whole processes against `json.loads` of the same file in the same rounds: trace-report
 --json on the JSON and on its .json.gz, with each process's peak memory (wait4's ru_maxrss). Goals: at least
 GOAL_LARGE_RATIO× the speed of json.loads, a peak below GOAL_LARGE_RSS× the file, the .json.gz at most
-GOAL_GZIP_RATIO× its JSON's time. With `--ranks N`, also N ranks of one run (`<run>_rank<r>.json`, the shifts a rank's
-own) of the smallest size, read together against one of them.
+GOAL_GZIP_RATIO× its JSON's time. With `--rank_count N`, also N ranks of one run (`<source>_<mb>MB_rank<r>.json`, the
+shifts a rank's own) of the smallest size, read together against one of them. With `--hta`, HTA's breakdowns of the
+same traces too, the rank set as one folder (HTA stops on some traces with its own asserts: the Mamba trace's is one).
 
     python benchmark_trace_report.py --large trace_report/tests/fixtures/world/h200_mamba_shapes_suite.json.gz
 
