@@ -150,3 +150,19 @@ def test_a_real_trace_with_unnested_module_ranges_counts_them():
     # a `Torch-Compiled Region` and ends after it, 12 in all; its GPU streams have 0 such items.
     trace = read_trace(FIXTURES / "world" / "h100_mlp_max_autotune_suite.json.gz")
     assert (trace.overlaps.cpu_undrawn, trace.overlaps.undrawn) == (12, 0)
+
+
+def test_an_end_past_its_parent_by_a_floats_rounding_only_is_drawn(tmp_path):
+    # Whole µs since the epoch (a DeepSeek-V3 trace's): 1.7e15 µs times 1000 is past what a float holds to the ns, and
+    # a child that ends with its parent comes out tens of ns after it. Perfetto reads the integers exactly and draws
+    # it; a child that ends a whole µs after its parent it does not.
+    epoch = 1_740_461_679_479_773.0
+    box = {"ph": "X", "cat": "cpu_op", "pid": MAIN, "tid": MAIN, "args": {}}
+    events = [{**box, "cat": "user_annotation", "name": "ProfilerStep#1", "ts": epoch, "dur": 100.0},
+              {**box, "name": "aten::sum", "ts": epoch + 10, "dur": 20.0},
+              {**box, "name": "aten::sum", "ts": epoch + 11, "dur": 19.0},  # ends with its parent, at +30
+              {**box, "name": "aten::mul", "ts": epoch + 40, "dur": 10.0},
+              {**box, "name": "aten::mul", "ts": epoch + 41, "dur": 10.0}]  # ends at +51, a µs after its parent
+    path = tmp_path / "epoch.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    assert read_trace(path).overlaps == Overlaps(cpu_undrawn=1)
