@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections import defaultdict
 from math import ulp
 from operator import attrgetter
-from typing import Any
+from typing import Any, Callable, Iterable
 
 from trace_report.model import Overlaps
 
@@ -70,14 +70,20 @@ def _clip(items: list) -> Overlaps:
 
 
 def _unnested(items: list) -> int:
-    """How many items start inside an open one and end after it: Perfetto drops each, and nests what follows in the
-    ones it kept. In start order, the longer first of two that start together; an item ending where the open one
-    ends is inside it."""
+    """How many of a stream's items Perfetto drops (undrawn), in µs: the longer first of two that start together."""
+    spans = [(work.ts, work.ts + work.dur) for work in sorted(items, key=lambda w: (w.ts, -w.dur))]
+    return undrawn(spans, lambda start: max(_NS, 2 * ulp(start)))
+
+
+def undrawn(spans: Iterable[tuple[float, float]], slack: Callable[[float], float]) -> int:
+    """How many of one track's slices, (start, end) in start order, start inside an open one and end after it:
+    Perfetto drops each, and nests what follows in the ones it kept. An end within `slack(start)` of another is the
+    same instant (the trace's last decimal, what a float holds of its times): a slice ending where the open one ends
+    is inside it."""
     dropped = 0
-    ends: list[float] = []  # the open items' ends, innermost last
-    for work in sorted(items, key=lambda w: (w.ts, -w.dur)):
-        start, end = work.ts, work.ts + work.dur
-        tolerance = max(_NS, 2 * ulp(start))
+    ends: list[float] = []  # the open slices' ends, innermost last
+    for start, end in spans:
+        tolerance = slack(start)
         while ends and ends[-1] <= start + tolerance:
             ends.pop()
         if ends and end > ends[-1] + tolerance:
