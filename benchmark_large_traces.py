@@ -246,4 +246,3 @@ def _goal_lines(rows: list[dict]) -> list[str]:
             lines.append(f"  {label} on {Path(trace).name}: {row['median_s'] / ours['median_s']:.2f}× "
                          f"{ours['command']}'s time, peak {row['peak_mb']:,.0f} MB against {ours['peak_mb']:,.0f}")
     return lines
-

@@ -54,7 +54,6 @@ def hta_words(meta: dict) -> str:
     return f" · HTA {v['holistictraceanalysis']} (Python {v['python']}, pandas {v['pandas']}, numpy {v['numpy']})"
 
 
-
 @dataclass
 class Run:
     wall_s: float

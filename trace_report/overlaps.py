@@ -70,7 +70,8 @@ def _clip(items: list) -> Overlaps:
 
 
 def _unnested(items: list) -> int:
-    """How many of a stream's items Perfetto drops (undrawn), in µs: the longer first of two that start together."""
+    """How many of a stream's items Perfetto drops (undrawn): in start order, the longer first of two that start
+    together, their ends compared to the ns or to what a float holds of them."""
     spans = [(work.ts, work.ts + work.dur) for work in sorted(items, key=lambda w: (w.ts, -w.dur))]
     return undrawn(spans, lambda start: max(_NS, 2 * ulp(start)))
 
