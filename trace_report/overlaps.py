@@ -26,7 +26,7 @@ the ns the trace's three decimals give, or to what a float holds of a timestamp 
 from __future__ import annotations
 
 from collections import defaultdict
-from math import ulp
+from math import trunc, ulp
 from operator import attrgetter
 from typing import Any, Callable, Iterable
 
@@ -77,21 +77,26 @@ def _unnested(items: list) -> int:
 
 
 def undrawn(spans: Iterable[tuple[float, float]], slack: Callable[[float], float]) -> int:
-    """How many of one track's slices, (start, end) in start order, start inside an open one and end after it:
-    Perfetto drops each, and nests what follows in the ones it kept. An end within `slack(start)` of another is the
-    same instant (the trace's last decimal, what a float holds of its times): a slice ending where the open one ends
-    is inside it."""
-    dropped = 0
+    """How many of one track's slices, (start, end) in start order, Perfetto drops (`dropped`)."""
+    return len(dropped(spans, slack))
+
+
+def dropped(spans: Iterable[tuple[float, float]], slack: Callable[[float], float]) -> list[int]:
+    """Which of one track's slices, (start, end) in start order, start inside an open one and end after it, by their
+    place in that order: Perfetto drops each, and nests what follows in the ones it kept. An end within `slack(start)`
+    of another is the same instant (the trace's last decimal, what a float holds of its times): a slice ending where
+    the open one ends is inside it."""
+    found: list[int] = []
     ends: list[float] = []  # the open slices' ends, innermost last
-    for start, end in spans:
+    for i, (start, end) in enumerate(spans):
         tolerance = slack(start)
         while ends and ends[-1] <= start + tolerance:
             ends.pop()
         if ends and end > ends[-1] + tolerance:
-            dropped += 1
+            found.append(i)
         else:
             ends.append(end)
-    return dropped
+    return found
 
 
 # --- a copy Perfetto draws whole (`--open`) ---------------------------------------------------------------------
@@ -111,21 +116,96 @@ class _Slice:
         self.recorded = self.dur
 
 
-def drawable(doc: Any) -> Overlaps:
-    """Clip, in a trace's parsed JSON, each GPU event that runs into the next on its stream, as the reader does: then
-    Perfetto draws every one (it drops an event that starts inside another and ends after it). What was found."""
+def drawable(doc: Any) -> tuple[Overlaps, int]:
+    """Make a trace's parsed JSON one that Perfetto draws whole (it drops an event that starts inside another on its
+    track and ends after it). On the GPU's streams, each item that runs into the next is clipped first, as the reader
+    reads it. Then each event that Perfetto would still drop moves, at its own times, to a track of its own beside its
+    thread or stream (`_move_crossing_events`): a `nn.Module` range opened inside a compiled region and closed after
+    it, an annotation on a stream that ends inside a kernel, a stream's sync that outlasts the copy it waits on. What
+    the clipping found, and how many events moved."""
     events = doc.get("traceEvents") if isinstance(doc, dict) else doc
     if not isinstance(events, list):
-        return Overlaps()
+        return Overlaps(), 0
     slices = [_Slice(e) for e in events if isinstance(e, dict) and e.get("ph") == "X"
-              and str(e.get("cat", "")).lower() in GPU_CATEGORIES and type(e.get("ts")) in (int, float)
-              and type(e.get("dur", 0)) in (int, float) and _scalar(e.get("pid")) and _scalar(e.get("tid"))]
+              and str(e.get("cat", "")).lower() in GPU_CATEGORIES and _timed(e)
+              and _scalar(e.get("pid")) and _scalar(e.get("tid"))]
     found = clip_stream_overlaps(slices)
     if found.clipped:
         for piece in slices:
             if piece.dur != piece.recorded:
                 piece.event["dur"] = round(piece.dur, 3)
-    return found
+    return found, _move_crossing_events(events)
+
+
+MOVED_LEVELS = 8  # tracks beside one at most: events that still cross on the 8th stay there (none seen)
+
+
+def _move_crossing_events(events: list) -> int:
+    """Each "X" event that Perfetto would drop moves to a new thread id of its process, named after its track and
+    sorted beside it; events that cross each other there move on to the next one. Times and every other field stay
+    as they were. How many events moved off their own tracks."""
+    tracks: dict[tuple, list[dict]] = defaultdict(list)
+    used: dict[Any, set[int]] = defaultdict(set)  # pid -> the integer thread ids it has
+    names: dict[tuple, str] = {}
+    order: dict[tuple, Any] = {}
+    for e in events:
+        if not isinstance(e, dict) or not (_scalar(e.get("pid")) and _scalar(e.get("tid"))):
+            continue
+        track = (e.get("pid"), e.get("tid"))
+        if type(track[1]) is int:
+            used[track[0]].add(track[1])
+        ph = e.get("ph")
+        if ph == "X" and _timed(e):
+            tracks[track].append(e)
+        elif ph == "M" and isinstance(e.get("args"), dict):
+            if e.get("name") == "thread_name":
+                names[track] = str(e["args"].get("name"))
+            elif e.get("name") == "thread_sort_index":
+                order[track] = e["args"].get("sort_index")
+    moved = 0
+    for (pid, tid), track_events in tracks.items():
+        name = names.get((pid, tid)) or f"thread {tid}"
+        for level in range(MOVED_LEVELS):
+            track_events.sort(key=_start_longest_first)
+            spans = [(start, start + _perfetto_ns(e.get("dur") or 0)) for e in track_events
+                     for start in (_perfetto_ns(e["ts"]),)]
+            crossing = [track_events[i] for i in dropped(spans, _exact)]
+            if not crossing:
+                break
+            moved += len(crossing) if level == 0 else 0
+            new_tid = max(used[pid], default=0) + 1
+            used[pid].add(new_tid)
+            for e in crossing:
+                e["tid"] = new_tid
+            what = f"{name}: events Perfetto drops there (each starts inside one and ends after it), moved here"
+            events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": new_tid, "args": {"name": what}})
+            events.append({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": new_tid,
+                           "args": {"sort_index": order.get((pid, tid), tid if type(tid) is int else 0)}})
+            track_events = crossing
+    return moved
+
+
+def _start_longest_first(event: dict) -> tuple[int, int]:
+    return _perfetto_ns(event["ts"]), -_perfetto_ns(event.get("dur") or 0)
+
+
+def _perfetto_ns(value: float | int) -> int:
+    """A time in µs as Perfetto's JSON importer turns it into ns: an integer times 1000, a number with a fraction
+    times 1000.0 and rounded half away from zero (llround; json_trace_tokenizer's CoerceToTs). Compared in these
+    ns, the moved events are exactly those the page would drop, with a float's rounding where Perfetto has it."""
+    if type(value) is int:
+        return value * 1000
+    scaled = value * 1000.0
+    whole = trunc(scaled)
+    return whole + (1 if scaled - whole >= 0.5 else -1 if scaled - whole <= -0.5 else 0)
+
+
+def _exact(start: int) -> int:
+    return 0
+
+
+def _timed(event: dict) -> bool:
+    return type(event.get("ts")) in (int, float) and type(event.get("dur", 0)) in (int, float)
 
 
 def _scalar(value: Any) -> bool:

@@ -15,11 +15,13 @@ no other file, whatever the path spells (`..`, `%2e%2e`, the folder). A `.json.g
 with Content-Type application/gzip and no Content-Encoding: Perfetto unpacks gzip itself, and a
 Content-Encoding would make the browser unpack it first (and the length would no longer be the file's).
 
-One exception to "the file's bytes": Perfetto drops a GPU event that starts inside the one before it on its stream
-and ends after it (a kernel launched with programmatic dependent launch, ROCm's late timestamps: overlaps.py), and such
-a kernel would be a gap in the picture. A trace that has some (and is at most REWRITE_LIMIT of JSON) is served as a
-copy made in memory with those events' ends clipped to the next one's start, as the report reads them; the server says
-so, and the file is never written.
+One exception to "the file's bytes": Perfetto drops an event that starts inside another on its track and ends after
+it. On a GPU stream that is a kernel launched with programmatic dependent launch or ROCm's late timestamps
+(overlaps.py), and would be a gap in the picture; on a CPU thread, a box that closes after its parent (a `nn.Module`
+range opened inside a compiled region), and would be missing from it. A trace that has some (and is at most
+REWRITE_LIMIT of JSON) is served as a copy made in memory (overlaps.drawable): those GPU events' ends clipped to the
+next one's start, as the report reads them, and those CPU boxes moved to a track of their own beside their thread, at
+their own times; the server says so, and the file is never written.
 
 From a GPU machine over SSH (no browser there) the browser on your own machine reaches it through a forward
 of your port 9001 to the one we listen on: `ssh -N -L 9001:127.0.0.1:PORT HOST`. Ctrl-C stops serving: one
@@ -164,7 +166,7 @@ def open_in_perfetto(path: Path, port: int | None = None) -> int:
         raise UsageError(f"{path}: is a folder, not a trace file")
     if not os.access(path, os.R_OK):
         raise UsageError(f"{path}: cannot read it (permission denied)")
-    body, found = _drawable_copy(path)
+    body, found, moved = _drawable_copy(path)
     server, busy = _listen(path, port, body)
     bound = server.server_address[1]
     link = perfetto_link(path.name)
@@ -176,11 +178,16 @@ def open_in_perfetto(path: Path, port: int | None = None) -> int:
             f"fetches only from 127.0.0.1:{PERFETTO_PORT}: forward your machine's {PERFETTO_PORT} to {bound}, or stop "
             f"what holds {PERFETTO_PORT} and run this again"
         )
-    if body is not None:
+    if body is not None and found.undrawn:
         print(f"{found.undrawn:,} GPU item{'s' if found.undrawn != 1 else ''} of it start inside the one before on "
               f"{'their' if found.undrawn != 1 else 'its'} stream and end after it, which Perfetto does not draw: served "
               f"with {found.clipped:,} clipped to the next one's start, as trace-report reads them (the file is "
               "unchanged)")
+    if body is not None and moved:
+        their = "their" if moved != 1 else "its"
+        print(f"{moved:,} event{'s' if moved != 1 else ''} of it start inside another on {their} track and end after "
+              f"it, which Perfetto does not draw: served on a track of {their} own beside {their} thread or stream, at "
+              f"{their} own times (the file is unchanged)")
     print(f"open:   {link}")
     print(f"over SSH (no browser on this machine): on yours run  ssh -N -L {PERFETTO_PORT}:127.0.0.1:{bound} "
           f"{host}  (the name you reach it by), then open the link there")
@@ -197,27 +204,27 @@ def open_in_perfetto(path: Path, port: int | None = None) -> int:
     return 0
 
 
-def _drawable_copy(path: Path) -> tuple[bytes | None, Overlaps]:
-    """The trace as Perfetto draws it whole, where it has GPU items Perfetto would drop (overlaps.drawable), gzipped
-    as the file is; None (serve the file) when it has none, is past REWRITE_LIMIT, or is no JSON we can read: the
-    page then says what it makes of it."""
+def _drawable_copy(path: Path) -> tuple[bytes | None, Overlaps, int]:
+    """The trace as Perfetto draws it whole, where it has events Perfetto would drop (overlaps.drawable), gzipped as
+    the file is; None (serve the file) when it has none, is past REWRITE_LIMIT, or is no JSON we can read: the page
+    then says what it makes of it. With it, what the GPU streams' clipping found and how many events moved."""
     try:
         with open(path, "rb") as raw:
             gzipped = raw.read(2) == GZIP_MAGIC
         size = path.stat().st_size
         if size > (REWRITE_LIMIT // 8 if gzipped else REWRITE_LIMIT):  # a trace gzips about 8:1
-            return None, Overlaps()
+            return None, Overlaps(), 0
         if size > NOTED_SIZE:  # json.load: about 25 MB/s of JSON on a slow core
-            print(f"reading {_size(size)} for kernels Perfetto would not draw", file=sys.stderr, flush=True)
+            print(f"reading {_size(size)} for events Perfetto would not draw", file=sys.stderr, flush=True)
         with open_text(path) as text:
             doc = json.load(text)
     except (UsageError, OSError, ValueError, EOFError, zlib.error):
-        return None, Overlaps()
-    found = drawable(doc)
-    if not found.undrawn:
-        return None, found
+        return None, Overlaps(), 0
+    found, moved = drawable(doc)
+    if not (found.undrawn or moved):
+        return None, found, moved
     body = json.dumps(doc, ensure_ascii=False).encode()
-    return (gzip.compress(body, compresslevel=1) if gzipped else body), found
+    return (gzip.compress(body, compresslevel=1) if gzipped else body), found, moved
 
 
 def _listen(path: Path, port: int | None, body: bytes | None = None) -> tuple[TraceServer, bool]:
