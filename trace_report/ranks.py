@@ -199,6 +199,7 @@ def _read_in_processes(todo: list, workers: int) -> list[RankTrace | str] | None
                                                       initializer=_ignore_interrupts)
     except (OSError, RuntimeError, ValueError):
         return None
+    finished = False
     try:
         results: list[RankTrace | str | None] = [None] * len(todo)
         # The pool takes the traces from the end, this process from the start, until they meet: no trace waits for
@@ -216,6 +217,7 @@ def _read_in_processes(todo: list, workers: int) -> list[RankTrace | str] | None
                                               return_when=concurrent.futures.FIRST_COMPLETED)
             for future in done:
                 results[running.pop(future)] = future.result()
+        finished = True
         return results  # type: ignore[return-value]
     except (OSError, concurrent.futures.process.BrokenProcessPool):
         return None
@@ -224,7 +226,11 @@ def _read_in_processes(todo: list, workers: int) -> list[RankTrace | str] | None
             process.terminate()
         raise
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+        # Every trace read: the idle workers and the pool's manager thread are joined (milliseconds). Left running,
+        # the thread closes its wake-up pipe as the interpreter's exit hook writes to it, and Python 3.11 prints
+        # "Exception ignored ... OSError: [Errno 9] Bad file descriptor" after our last line (once, in a full test run
+        # on 2 busy cores, the bad-rank test). On the way out of an error, the workers ended above: not waited for.
+        pool.shutdown(wait=finished, cancel_futures=True)
 
 
 def _ignore_interrupts() -> None:
