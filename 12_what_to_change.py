@@ -33,8 +33,7 @@ there. A CPU trace has no copy between host and device, no GPU to wait for and n
 finds through those (pageable-copy, sync, fp32-matmul, cpu-built-tensor, and dataloader, which it weighs by replaying
 the GPU's work against the CPU's) needs a GPU's trace. On a CPU the lesson guesses only what the advice finds in a CPU
 trace, and says why not for the rest. And the machine decides what a fix is worth: on 2 cores a batch from a worker
-process cost more to receive than to make (at batch 4, 1.3-1.4 ms a step with num_workers=0,
-2.6-2.8 ms with 2 workers).
+process cost more to receive than to make (at batch 4, 1.3 ms a step with num_workers=0, 2.5-3.4 ms with 2 workers).
 
     uv run 12_what_to_change.py                            # the planted step, every finding fixed alone and timed
     uv run 12_what_to_change.py --fix all                  # the step as it should be written: the advice finds none
@@ -46,7 +45,6 @@ from trace_report.errors import UsageError, exits_cleanly  # isort: skip  (first
 import argparse
 import math
 import os
-import zlib
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, fields, replace
 
@@ -145,37 +143,27 @@ def fixes_flag(text: str) -> tuple[str, ...]:
 
 
 class Samples(Dataset):
-    """Samples read as a dataset reads them from files: each input and its target stored compressed (int8, zlib, as
-    an image is stored as PNG), inflated and scaled when asked for, with the sample's weight in the loss. As good as
-    endless: the lesson never reaches an epoch's end. Inflating is most of a sample's time (2.2 of 2.5 ms a sample on
-    a 2-core machine) and runs on one thread wherever it runs, as decoding a JPEG or a tokenizer's Python does: so a
-    DataLoader's workers, each one thread, make batches side by side, where the loop's thread makes them one after
-    another. An earlier version made its samples with torch ops on 256×1024 elements, which torch spreads over the loop
-    thread's cores: there four workers made the planted step slower (72 to 100 ms on a 16-core H200 host), as the
-    dataloader rule warns where a batch's time is in such ops."""
+    """Samples made when asked for, on the CPU, as a dataset that reads and augments makes them: one of a few stored
+    inputs, shifted along the sequence and scaled (the augmentation), its target and the sample's weight in the loss.
+    As good as endless: the lesson never reaches an epoch's end. Cheaper than an earlier version, which drew and
+    normalised every input (98 ms a batch on an H100 host's loop thread); its tanh, scaling and collate still work on
+    256×1024 samples, which torch spreads over the loop thread's cores and a worker runs on one thread: on a 16-core
+    H200 host, 4 workers kept up with the fixed step in 2 of 3 recorded steps, and made the planted step slower (72 to
+    100 ms), as the dataloader rule now warns."""
 
     STORED = 16
-    SCALE = 32  # int8 steps per unit: values in [-4, 4)
 
     def __init__(self, seq: int, dim: int):
-        inputs = torch.randn(self.STORED, seq, dim, generator=torch.Generator().manual_seed(0))
-        self.shape = (seq, dim)
-        self.stored = [(self._compressed(x), self._compressed(torch.tanh(x))) for x in inputs]
-
-    def _compressed(self, values: torch.Tensor) -> bytes:
-        return zlib.compress(values.mul(self.SCALE).round().clamp(-128, 127).to(torch.int8).numpy().tobytes(), 1)
-
-    def _inflated(self, blob: bytes) -> torch.Tensor:
-        raw = bytearray(zlib.decompress(blob))  # the read: inflating runs on one thread
-        return torch.frombuffer(raw, dtype=torch.int8).view(self.shape).float().mul_(1 / self.SCALE)
+        self.stored = torch.randn(self.STORED, seq, dim, generator=torch.Generator().manual_seed(0))
 
     def __len__(self):
         return 1 << 30
 
     def __getitem__(self, index):
-        x, y = self.stored[index % self.STORED]
-        weight = torch.rand((), generator=torch.Generator().manual_seed(index)) + 0.5
-        return self._inflated(x), self._inflated(y), weight
+        generator = torch.Generator().manual_seed(index)
+        shift = int(torch.randint(self.stored.shape[1], (), generator=generator))
+        x = self.stored[index % self.STORED].roll(shift, dims=0) * (torch.rand((), generator=generator) + 0.5)
+        return x, torch.tanh(x), torch.rand((), generator=generator) + 0.5
 
 
 class Block(nn.Module):
