@@ -166,10 +166,11 @@ def _move_crossing_events(events: list) -> int:
     for (pid, tid), track_events in tracks.items():
         name = names.get((pid, tid)) or f"thread {tid}"
         for level in range(MOVED_LEVELS):
-            track_events.sort(key=_start_longest_first)
-            spans = [(start, start + _perfetto_ns(e.get("dur") or 0)) for e in track_events
-                     for start in (_perfetto_ns(e["ts"]),)]
-            crossing = [track_events[i] for i in dropped(spans, _exact)]
+            # in start order, the longer first of two that start together, then as they came
+            keyed = sorted((_perfetto_ns(e["ts"]), -_perfetto_ns(e.get("dur") or 0), i)
+                           for i, e in enumerate(track_events))
+            spans = [(start, start - neg_dur) for start, neg_dur, _ in keyed]
+            crossing = [track_events[keyed[k][2]] for k in dropped(spans, _exact)]
             if not crossing:
                 break
             moved += len(crossing) if level == 0 else 0
@@ -183,10 +184,6 @@ def _move_crossing_events(events: list) -> int:
                            "args": {"sort_index": order.get((pid, tid), tid if type(tid) is int else 0)}})
             track_events = crossing
     return moved
-
-
-def _start_longest_first(event: dict) -> tuple[int, int]:
-    return _perfetto_ns(event["ts"]), -_perfetto_ns(event.get("dur") or 0)
 
 
 def _perfetto_ns(value: float | int) -> int:
