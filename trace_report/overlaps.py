@@ -26,7 +26,7 @@ the ns the trace's three decimals give, or to what a float holds of a timestamp 
 from __future__ import annotations
 
 from collections import defaultdict
-from math import trunc, ulp
+from math import isfinite, trunc, ulp
 from operator import attrgetter
 from typing import Any, Callable, Iterable
 
@@ -202,7 +202,9 @@ def _exact(start: int) -> int:
 
 
 def _timed(event: dict) -> bool:
-    return type(event.get("ts")) in (int, float) and type(event.get("dur", 0)) in (int, float)
+    """A time and a duration that are numbers, finite (json reads NaN and Infinity; a profiler writes neither)."""
+    ts, dur = event.get("ts"), event.get("dur", 0)
+    return type(ts) in (int, float) and type(dur) in (int, float) and isfinite(ts) and isfinite(dur)
 
 
 def _scalar(value: Any) -> bool:

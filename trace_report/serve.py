@@ -179,15 +179,18 @@ def open_in_perfetto(path: Path, port: int | None = None) -> int:
             f"what holds {PERFETTO_PORT} and run this again"
         )
     if body is not None and found.undrawn:
-        print(f"{found.undrawn:,} GPU item{'s' if found.undrawn != 1 else ''} of it start inside the one before on "
-              f"{'their' if found.undrawn != 1 else 'its'} stream and end after it, which Perfetto does not draw: served "
-              f"with {found.clipped:,} clipped to the next one's start, as trace-report reads them (the file is "
+        n = found.undrawn
+        one = n == 1
+        print(f"{n:,} GPU item{'' if one else 's'} of it start{'s' if one else ''} inside the one before on "
+              f"{'its' if one else 'their'} stream and end{'s' if one else ''} after it, which Perfetto does not draw: "
+              f"served with {found.clipped:,} clipped to the next one's start, as trace-report reads them (the file is "
               "unchanged)")
     if body is not None and moved:
-        their = "their" if moved != 1 else "its"
-        print(f"{moved:,} event{'s' if moved != 1 else ''} of it start inside another on {their} track and end after "
-              f"it, which Perfetto does not draw: served on a track of {their} own beside {their} thread or stream, at "
-              f"{their} own times (the file is unchanged)")
+        one = moved == 1
+        their = "its" if one else "their"
+        print(f"{moved:,} event{'' if one else 's'} of it start{'s' if one else ''} inside another on {their} track and "
+              f"end{'s' if one else ''} after it, which Perfetto does not draw: served on a track of {their} own beside "
+              f"{their} thread or stream, at {their} own times (the file is unchanged)")
     print(f"open:   {link}")
     print(f"over SSH (no browser on this machine): on yours run  ssh -N -L {PERFETTO_PORT}:127.0.0.1:{bound} "
           f"{host}  (the name you reach it by), then open the link there")

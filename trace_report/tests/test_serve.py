@@ -274,3 +274,25 @@ def test_cpu_boxes_perfetto_would_drop_are_served_on_a_track_beside_their_thread
     assert all(a["name"].startswith("nn.Module") and b["tid"] == 624 for a, b in moved), moved[:2]
     names = {e["tid"]: e["args"]["name"] for e in served["traceEvents"] if e.get("name") == "thread_name"}
     assert names[624].startswith("thread 623 (python3): events Perfetto drops there")
+
+
+def test_a_served_copy_moves_only_what_crosses_and_reads_past_times_that_are_no_numbers(tmp_path):
+    """A child that ends after its parent moves, its nested sibling does not; a NaN or infinite time (JSON that
+    Python reads, no profiler's) is left where it is, and the server still serves."""
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "parent", "pid": 1, "tid": 1, "ts": 10, "dur": 10},
+        {"ph": "X", "cat": "cpu_op", "name": "inside", "pid": 1, "tid": 1, "ts": 11, "dur": 2},
+        {"ph": "X", "cat": "cpu_op", "name": "crosses", "pid": 1, "tid": 1, "ts": 15.5, "dur": 10},
+        {"ph": "X", "cat": "cpu_op", "name": "no time", "pid": 1, "tid": 1, "ts": float("nan"), "dur": 5},
+        {"ph": "X", "cat": "cpu_op", "name": "endless", "pid": 1, "tid": 1, "ts": 12, "dur": float("inf")},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 12, "dur": 1, "args": {}},
+    ]
+    fixture = tmp_path / "fixture" / "crossing.json.gz"
+    fixture.parent.mkdir()
+    fixture.write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
+    original, served, said = _served_copy(tmp_path, fixture)
+    assert any(line.startswith("1 event of it starts inside another on its track") for line in said), said
+    by_name = {e["name"]: e for e in served["traceEvents"] if e.get("ph") == "X"}
+    assert by_name["crosses"]["tid"] == 2 and by_name["crosses"]["ts"] == 15.5 and by_name["crosses"]["dur"] == 10
+    assert all(by_name[name]["tid"] == 1 for name in ("parent", "inside", "no time", "endless"))
+    assert math.isnan(by_name["no time"]["ts"]) and math.isinf(by_name["endless"]["dur"])
