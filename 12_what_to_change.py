@@ -72,7 +72,7 @@ LABELS = ("data", "zero_grad", "forward", "backward", "optimizer")
 # Each habit: what it is, its fix (in words), and the fix's part of the trace's file name.
 HABITS = {
     "dataloader": ("DataLoader(num_workers=0): each batch made on the CPU inside the step",
-                   f"num_workers={WORKERS}, persistent_workers=True", "workers"),
+                   f"num_workers={WORKERS}, persistent_workers=True, a share of the cores each", "workers"),
     "pageable-copy": ("x.to(device) from pageable memory", "pin_memory=True, .to(device, non_blocking=True)", "pinned"),
     "sync": ("running_loss += loss.item() every step", "running_loss += loss.detach()", "sync"),
     "fp32-matmul": ("fp32 GEMMs", "TF32 matmuls", "tf32"),
@@ -149,7 +149,7 @@ class Samples(Dataset):
     normalised every input (98 ms a batch on an H100 host's loop thread); its tanh, scaling and collate still work on
     256×1024 samples, which torch spreads over the loop thread's cores and a worker runs on one thread: on a 16-core
     H200 host, 4 workers kept up with the fixed step in 2 of 3 recorded steps, and made the planted step slower (72 to
-    100 ms), as the dataloader rule now warns."""
+    100 ms), as the dataloader rule now warns; the fix now gives each worker a share of the cores, as the rule says."""
 
     STORED = 16
 
@@ -164,6 +164,13 @@ class Samples(Dataset):
         shift = int(torch.randint(self.stored.shape[1], (), generator=generator))
         x = self.stored[index % self.STORED].roll(shift, dims=0) * (torch.rand((), generator=generator) + 0.5)
         return x, torch.tanh(x), torch.rand((), generator=generator) + 0.5
+
+
+def threads_per_worker(worker_id: int) -> None:
+    """The dataloader fix's worker_init_fn, as the advice says it for batches made of large torch ops: a worker starts
+    with one thread, where the loop's thread had torch's intra-op threads on every core; each of the WORKERS gets its
+    share of them."""
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // WORKERS))
 
 
 class Block(nn.Module):
@@ -218,6 +225,7 @@ class Training:
         loader = DataLoader(Samples(args.seq, args.dim), batch_size=args.batch,
                             num_workers=workers,                   # fix: worker processes make the next batches
                             persistent_workers=workers > 0, prefetch_factor=2 if workers else None,
+                            worker_init_fn=threads_per_worker if workers else None,  # fix: each a share of the cores
                             pin_memory=fixed.pageable_copy and device.type == "cuda")  # fix: batches in pinned memory
         self.batches = iter(loader)  # once: the workers start here, never inside a step
         # cpu-built-tensor's fix: the table made once, on the device

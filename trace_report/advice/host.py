@@ -216,7 +216,8 @@ WORKERS = 4
 # share of the batch's time or more, a worker may make its batch many times slower than the loop's thread did, and the
 # step with workers be slower than without: nothing is promised at least. (Lesson 12, its batch's tanh, mul and
 # collate on 256×1024 samples: on an H100 host 4 workers saved 36 ms of a 145 ms step where the loop's thread made a
-# batch in 98 ms; on a 16-core H200 host the step went from 72 to 100 ms.)
+# batch in 98 ms; on a 16-core H200 host the step went from 72 to 100 ms.) The change then gives each worker a share of
+# the cores (worker_init_fn), as the loop's thread had them all.
 GRAIN_SIZE = 32768
 SPREAD_SHARE = 0.25
 
@@ -269,12 +270,14 @@ def dataloader(r: Reading) -> list[Finding]:
     worst = "no faster at worst (a worker runs on one thread, as the batch's small ops did on the loop's)"
     if threaded:
         worst = (f"nothing at worst: {spread:.0%} of the batch's time is in ops on {GRAIN_SIZE:,} elements or more, "
-                 "which torch spread over the loop's cores and a worker runs on one thread, so that workers may make "
-                 "a batch slower than the loop did, and the step wait longer (time it before and after)")
+                 "which torch spread over the loop's cores and a worker runs on one thread unless given more "
+                 "(worker_init_fn), so that workers may make a batch slower than the loop did, and the step wait "
+                 "longer (time it before and after)")
     evidence = (f"{loads[0].name}: {us(r.per_step(spent))} a step on the training loop's thread, "
                 f"{r.per_step(spent) / r.step_us:.0%} of the step")
     change = (f"DataLoader(dataset, batch_size=..., num_workers={WORKERS}, pin_memory=True, persistent_workers=True, "
-              "prefetch_factor=2)")
+              "prefetch_factor=2" + (f", worker_init_fn=threads_per_worker), with def threads_per_worker(_): "
+                                     f"torch.set_num_threads(os.cpu_count() // {WORKERS})" if threaded else ")"))
     basis = r.basis(f"workers make the batches beside the step; the loop keeps {WORKER_KEEP[0]:.0%}-"
                     f"{WORKER_KEEP[1]:.0%} of the loading to receive them, and waits for {WORKERS} workers that make "
                     f"a batch {WORKERS} times as fast as its thread did at best, {worst}")

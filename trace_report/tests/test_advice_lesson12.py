@@ -69,6 +69,9 @@ def test_the_loaders_saving_waits_for_its_workers(planted):
     loader_us = float(finding.evidence.split(": ", 1)[1].split(" ms")[0].replace(",", "")) * 1000
     assert high <= planted.advice.step_us - loader_us / 4 + 1
     assert low == 0 and "torch spread over the loop's cores" in finding.basis, finding.basis
+    # and the change gives each worker its share of the cores, as the loop's thread had them all
+    assert "worker_init_fn=threads_per_worker" in finding.change and "torch.set_num_threads(os.cpu_count() // 4)" in \
+        finding.change, finding.change
 
 
 def test_a_batch_of_small_ops_keeps_its_least_saving(tmp_path):
@@ -87,6 +90,7 @@ def test_a_batch_of_small_ops_keeps_its_least_saving(tmp_path):
     low, high = finding.saving_us
     assert 10_000 < low <= high, finding.saving_us
     assert "no faster at worst" in finding.basis, finding.basis
+    assert "worker_init_fn" not in finding.change and finding.change.endswith("prefetch_factor=2)"), finding.change
 
 
 def test_the_position_table_costs_too_little_to_name(planted):
