@@ -305,8 +305,9 @@ class KernelStat:
 class Overlaps:
     """What overlapped where nothing may (overlaps.py, and the reader's walk of each thread's boxes): GPU work that ran
     past the start of the next item on its stream, its end clipped to that start (how many, the µs clipped in all),
-    how many of them Perfetto will not draw (each starts inside the one before it on its stream and ends after it),
-    and how many CPU boxes it will not draw, for the same reason, on their thread."""
+    how many events on the streams Perfetto will not draw (each starts inside another on its stream and ends after
+    it: kernels, and the stream's annotations and syncs that cross them), and how many CPU boxes it will not draw, for
+    the same reason, on their thread."""
 
     clipped: int = 0
     clipped_us: float = 0.0
@@ -331,8 +332,9 @@ class Overlaps:
             if self.undrawn:
                 text += f"; {self.undrawn:,} not drawn by Perfetto"
             parts.append(text)
-        elif self.undrawn:
-            parts.append(f"{self.undrawn:,} GPU item{'s' if self.undrawn != 1 else ''} not drawn by Perfetto")
+        elif self.undrawn:  # kernels, or a stream's annotations and syncs that cross them
+            parts.append(f"{self.undrawn:,} event{'s' if self.undrawn != 1 else ''} on the GPU's streams not drawn by "
+                         "Perfetto")
         n = self.cpu_undrawn
         if n:
             parts.append(f"{n:,} CPU box{'es' if n != 1 else ''} start{'s' if n == 1 else ''} inside another on "

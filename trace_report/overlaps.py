@@ -70,10 +70,15 @@ def _clip(items: list) -> Overlaps:
 
 
 def _unnested(items: list) -> int:
-    """How many of a stream's items Perfetto drops (undrawn): in start order, the longer first of two that start
-    together, their ends compared to the ns or to what a float holds of them."""
-    spans = [(work.ts, work.ts + work.dur) for work in sorted(items, key=lambda w: (w.ts, -w.dur))]
-    return undrawn(spans, lambda start: max(_NS, 2 * ulp(start)))
+    """How many of a stream's items Perfetto drops (undrawn)."""
+    return stream_undrawn([(work.ts, work.dur) for work in items])
+
+
+def stream_undrawn(items: list[tuple[float, float]]) -> int:
+    """How many of one GPU stream's events, (ts, dur) as the trace gives them, Perfetto drops: in start order, the
+    longer first of two that start together, their ends compared to the ns or to what a float holds of them."""
+    ordered = sorted(items, key=lambda item: (item[0], -item[1]))
+    return undrawn(((ts, ts + dur) for ts, dur in ordered), lambda start: max(_NS, 2 * ulp(start)))
 
 
 def undrawn(spans: Iterable[tuple[float, float]], slack: Callable[[float], float]) -> int:
@@ -97,6 +102,30 @@ def dropped(spans: Iterable[tuple[float, float]], slack: Callable[[float], float
         else:
             ends.append(end)
     return found
+
+
+def undrawn_beside(gpu: list, events: list) -> tuple[int, int]:
+    """On the GPU's streams that hold events of other categories (`events`, the reader's records of them: a stream's
+    gpu_user_annotation, its cuda_sync), how many events Perfetto drops with those counted, and how many of the GPU
+    work alone (before clipping): an annotation that ends inside a kernel is dropped, and so is a kernel that starts
+    inside one and ends after it."""
+    others: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
+    for e in events:
+        ts, dur = e.ts, e.dur if e.dur is not None else 0.0
+        if type(ts) in (int, float) and type(dur) in (int, float) and _scalar(e.pid) and _scalar(e.tid):
+            try:
+                ts, dur = float(ts), float(dur)
+            except OverflowError:  # an integer too large for a float
+                continue
+            if isfinite(ts) and isfinite(dur):
+                others[(e.pid, e.tid)].append((ts, dur))
+    streams: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
+    for work in gpu:
+        if (work.pid, work.tid) in others:
+            streams[(work.pid, work.tid)].append((work.ts, work.dur))
+    together = sum(stream_undrawn(work + others[track]) for track, work in streams.items())
+    alone = sum(stream_undrawn(work) for work in streams.values())
+    return together, alone
 
 
 # --- a copy Perfetto draws whole (`--open`) ---------------------------------------------------------------------

@@ -32,7 +32,6 @@ import gzip
 import itertools
 import math
 import re
-import sys
 import zlib
 from collections import Counter, defaultdict
 from dataclasses import replace
@@ -45,7 +44,8 @@ from trace_report.kernels import MODULE_PREFIX
 from trace_report.memory import MEMORY_EVENT, memory_event
 from trace_report.model import MODULES_FROM_RANGES, MODULES_FROM_STACKS, WHOLE_TRACE
 from trace_report.model import CpuOp, GpuWork, RuntimeCall, Step, Trace, skipped_reasons
-from trace_report.overlaps import clip_stream_overlaps, undrawn
+from trace_report.overlaps import clip_stream_overlaps, undrawn, undrawn_beside
+from trace_report.python_frames import user_line
 from trace_report.source import ARG_KEYS, RAW, UNSET, Record, RecordArgs, TraceSource, args_dict, open_text, raw_value
 
 GPU_KINDS = {
@@ -157,6 +157,9 @@ class _Collector:
         self.flow_end: dict[tuple, Any] = {}  # (pid, tid, ts) of the GPU work -> ac2g id
         self.skipped: Counter = Counter()  # why -> how many events we could not use (a pid that is a list, ...)
         self.memory: list = []  # profile_memory=True: the allocator's `[memory]` instant events (memory.py)
+        # The "X" events of categories read for nothing else (a stream's gpu_user_annotation and cuda_sync, ...): a
+        # few dozen in a trace, kept whole for what Perfetto drops beside the GPU work (overlaps.undrawn_beside)
+        self.other_boxes: list = []
 
     def add(self, ev: Any) -> None:
         """One event, as the source's Record (`source.Record`: the fields read here, `args` a RecordArgs)."""
@@ -173,8 +176,9 @@ class _Collector:
             if kind is None:
                 cat = cat.lower()  # Kineto writes them in lower case; other writers may not
                 kind = _KIND_OF_CAT.get(cat)
-                if kind is None:
-                    return  # a category we do not read
+                if kind is None:  # a category we do not read; its box may still cross the GPU work on a stream
+                    self.other_boxes.append(ev)
+                    return
             ts, dur, name, args, pid, tid = ev.ts, ev.dur, ev.name, ev.args, ev.pid, ev.tid
             why = None
             if type(ts) is not float:  # json gives a float for 1.5 or 1e3, an int for 15: both are times
@@ -319,7 +323,10 @@ class _Collector:
 
     def build(self, path: Path, meta: dict) -> Trace:
         # Before any time is read: work that ran past the next on its stream ends where the next starts (overlaps.py).
+        together, alone = undrawn_beside(self.gpu, self.other_boxes) if self.other_boxes else (0, 0)
         overlaps = clip_stream_overlaps(self.gpu)
+        if together != alone:
+            overlaps = replace(overlaps, undrawn=overlaps.undrawn - alone + together)
         notes: list[str] = []
         steps = [Step(name, ts, dur) for name, ts, dur, _, _ in sorted(self.steps, key=lambda s: s[1])]
         from_profiler_steps = bool(steps)
@@ -472,40 +479,6 @@ def _nest(ops: list[CpuOp], runtime: list[RuntimeCall], launches: Counter) -> No
                 inner = paths[-1] + (item.name,)
                 paths.append(known.setdefault(inner, inner))  # one tuple per distinct path: the steps repeat them
                 launchers.append(launchers[-1] if item.is_label else item)
-
-
-# Where a Python frame's file belongs to a library, not to the script that profiles: the first folder of its path
-# (Kineto writes paths from site-packages on: `torch/nn/modules/module.py(1751): _call_impl`), or a standard-library
-# module (`dataclasses.py(1248): <genexpr>`).
-LIBRARIES = frozenset({
-    "torch", "torchvision", "torchaudio", "torchao", "triton", "transformers", "accelerate", "diffusers", "timm",
-    "peft", "datasets", "tokenizers", "safetensors", "huggingface_hub", "kernels", "liger_kernel", "flash_attn",
-    "xformers", "apex", "deepspeed", "lightning", "pytorch_lightning", "vllm", "sglang", "numpy", "einops",
-    "megatron", "fairscale", "functorch", "profiling_in_pytorch", "trace_report", "importlib", "concurrent",
-    "multiprocessing", "asyncio", "json", "encodings", "collections", "logging", "unittest", "typing_extensions",
-})
-_FRAME = re.compile(r"^(.*?\.py)\((\d+)\): (\S+)")
-
-
-def user_line(name: str) -> str | None:
-    """`step() in train.py:42` for a Python frame of the reader's own code (`train.py(42): step`: the line is where the
-    function starts, as the profiler records it), None for a library's."""
-    found = _FRAME.match(name)
-    if found is None:
-        return None
-    path = found.group(1).replace("\\", "/")
-    if "site-packages/" in path or "dist-packages/" in path or "/lib/python" in path or path.startswith("<"):
-        return None
-    parts = [p for p in path.split("/") if p]
-    if not parts:
-        return None
-    first = parts[0] if len(parts) > 1 else parts[0][: -len(".py")]
-    if first in LIBRARIES or (len(parts) == 1 and first in _STDLIB):
-        return None
-    return f"{found.group(3)}() in {parts[-1]}:{found.group(2)}"
-
-
-_STDLIB = frozenset(getattr(sys, "stdlib_module_names", ()))
 
 
 def _place_in_source(frames: list[tuple], ops: list[CpuOp]) -> None:

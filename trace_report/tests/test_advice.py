@@ -186,5 +186,5 @@ def test_the_report_shows_the_top_findings_right_after_the_verdict():
     ("<built-in method get of dict object at 0x7f26c199d080>", None),
 ])
 def test_a_python_frame_is_the_readers_own_code_or_a_librarys(frame, line):
-    from trace_report.reader import user_line
+    from trace_report.python_frames import user_line
     assert user_line(frame) == line

@@ -173,3 +173,31 @@ def test_a_real_trace_in_whole_epoch_us_counts_what_its_exact_times_say():
     # crosses its parent; through floats, 444 seemed to (ends and starts tens of ns off).
     trace = read_trace(FIXTURES / "world" / "h800_deepseekv3_train_ep_rank0.json.gz")
     assert trace.overlaps.cpu_undrawn == 0
+
+
+@pytest.mark.parametrize("name, clipped, undrawn", [
+    # an A100's stream: 8 of its cuda_sync events outlast the pageable copy they wait on (no kernel overlaps another)
+    ("a100_alexnet_cudnn_hta.json.gz", 0, 8),
+    # a B300's stream: 6 kernels run past the next (clipped), and 3 gpu_user_annotation ranges end inside a gather
+    # kernel, which Perfetto drops as well: 9 in all
+    ("b300_sm103_moe_microbench.json.gz", 6, 9),
+])
+def test_a_streams_other_events_that_cross_its_work_count_as_undrawn(name, clipped, undrawn):
+    overlaps = read_trace(FIXTURES / "world" / name).overlaps
+    assert (overlaps.clipped, overlaps.undrawn, overlaps.cpu_undrawn) == (clipped, undrawn, 0)
+
+
+def test_an_annotation_that_ends_inside_a_kernel_is_undrawn_and_its_kernels_keep_their_time(tmp_path):
+    stream = {"ph": "X", "pid": 0, "tid": 7}
+    events = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": MAIN, "tid": MAIN, "ts": 0.0,
+               "dur": 100.0},
+              {**stream, "cat": "kernel", "name": "gemm", "ts": 10.0, "dur": 20.0, "args": {}},
+              {**stream, "cat": "gpu_user_annotation", "name": "block", "ts": 5.0, "dur": 15.0},  # ends inside gemm
+              {**stream, "cat": "kernel", "name": "add", "ts": 40.0, "dur": 5.0, "args": {}},
+              {**stream, "cat": "gpu_user_annotation", "name": "tail", "ts": 39.0, "dur": 10.0}]  # holds add whole
+    path = tmp_path / "annotations.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    trace = read_trace(path)
+    # gemm starts inside "block" and ends after it: Perfetto drops gemm (the later starter), not the annotation
+    assert trace.overlaps == Overlaps(undrawn=1)
+    assert sorted(w.dur for s in trace.steps for w in s.gpu) == [5.0, 20.0]
