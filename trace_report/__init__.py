@@ -33,7 +33,9 @@ Each module holds one concern; imports go down this list, never up:
     flops/           an op's FLOPs and bytes per call from its shapes, one module per family (see flops/__init__)
     op_bytes.py      what an op reads and writes, from its recorded input shapes and types
     reader.py        `read_trace(path)` -> Trace: ops nested, launches linked to their kernels, steps
-    overlaps.py      GPU work that runs past the next item on its stream: clipped to it, counted
+    python_frames.py a Python frame (with_stack=True): the reader's own code (`step() in train.py:42`) or a library's
+    overlaps.py      GPU work that runs past the next item on its stream: clipped to it, counted; what Perfetto
+                     drops, counted, and a copy of the trace it draws whole (--open)
     memory.py        `[memory]` events (profile_memory=True): per device the peak, when, what was live; the
                      category timeline lesson 11 writes into its trace
     source.py        the file as a stream of events (gzip or not; each chunk's whole events parsed at once)
