@@ -104,21 +104,21 @@ def dropped(spans: Iterable[tuple[float, float]], slack: Callable[[float], float
     return found
 
 
-def undrawn_beside(gpu: list, events: list) -> tuple[int, int]:
-    """On the GPU's streams that hold events of other categories (`events`, the reader's records of them: a stream's
-    gpu_user_annotation, its cuda_sync), how many events Perfetto drops with those counted, and how many of the GPU
-    work alone (before clipping): an annotation that ends inside a kernel is dropped, and so is a kernel that starts
-    inside one and ends after it."""
+def undrawn_beside(gpu: list, events: list[tuple]) -> tuple[int, int]:
+    """On the GPU's streams that hold events of other categories (`events`: their pid, tid, ts and dur as the trace
+    gives them; a stream's gpu_user_annotation, its cuda_sync), how many events Perfetto drops with those counted, and
+    how many of the GPU work alone (before clipping): an annotation that ends inside a kernel is dropped, and so is a
+    kernel that starts inside one and ends after it."""
     others: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
-    for e in events:
-        ts, dur = e.ts, e.dur if e.dur is not None else 0.0
-        if type(ts) in (int, float) and type(dur) in (int, float) and _scalar(e.pid) and _scalar(e.tid):
+    for pid, tid, ts, dur in events:
+        dur = 0.0 if dur is None else dur
+        if type(ts) in (int, float) and type(dur) in (int, float) and _scalar(pid) and _scalar(tid):
             try:
                 ts, dur = float(ts), float(dur)
             except OverflowError:  # an integer too large for a float
                 continue
             if isfinite(ts) and isfinite(dur):
-                others[(e.pid, e.tid)].append((ts, dur))
+                others[(pid, tid)].append((ts, dur))
     streams: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
     for work in gpu:
         if (work.pid, work.tid) in others:

@@ -157,9 +157,9 @@ class _Collector:
         self.flow_end: dict[tuple, Any] = {}  # (pid, tid, ts) of the GPU work -> ac2g id
         self.skipped: Counter = Counter()  # why -> how many events we could not use (a pid that is a list, ...)
         self.memory: list = []  # profile_memory=True: the allocator's `[memory]` instant events (memory.py)
-        # The "X" events of categories read for nothing else (a stream's gpu_user_annotation and cuda_sync, ...): a
-        # few dozen in a trace, kept whole for what Perfetto drops beside the GPU work (overlaps.undrawn_beside)
-        self.other_boxes: list = []
+        # pid, tid, ts, dur of the "X" events of categories read for nothing else (a stream's gpu_user_annotation and
+        # cuda_sync, ...): a few dozen in a profiler's trace, for what Perfetto drops beside the GPU work (build)
+        self.other_boxes: list[tuple] = []
 
     def add(self, ev: Any) -> None:
         """One event, as the source's Record (`source.Record`: the fields read here, `args` a RecordArgs)."""
@@ -177,7 +177,7 @@ class _Collector:
                 cat = cat.lower()  # Kineto writes them in lower case; other writers may not
                 kind = _KIND_OF_CAT.get(cat)
                 if kind is None:  # a category we do not read; its box may still cross the GPU work on a stream
-                    self.other_boxes.append(ev)
+                    self.other_boxes.append((ev.pid, ev.tid, ev.ts, ev.dur))
                     return
             ts, dur, name, args, pid, tid = ev.ts, ev.dur, ev.name, ev.args, ev.pid, ev.tid
             why = None
