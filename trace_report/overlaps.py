@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections import defaultdict
 from math import isfinite, trunc, ulp
 from operator import attrgetter
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from trace_report.model import Overlaps
 
@@ -36,28 +36,36 @@ _BY_START = attrgetter("ts")
 _NS = 0.0005  # µs: half of the trace's last decimal
 
 
-def clip_stream_overlaps(gpu: list) -> Overlaps:
+def clip_stream_overlaps(gpu: list, beside: dict[tuple, list[tuple[float, float]]] | None = None) -> Overlaps:
     """Clip each GPU item (GpuWork) that runs past the next one's start on its stream, its `dur` changed in place,
-    and count them: how many, the µs clipped, and how many items Perfetto will not draw."""
+    and count them: how many, the µs clipped, and how many events on the streams Perfetto will not draw. `beside`:
+    per stream (pid, tid), the (ts, dur) of its events of other categories (`other_spans`), counted with its items
+    for what Perfetto drops (an annotation that ends inside a kernel, a kernel that starts inside one and ends after
+    it) and clipped never."""
     streams: dict[tuple[Any, Any], list] = defaultdict(list)
     for work in gpu:
         streams[(work.pid, work.tid)].append(work)
     found = Overlaps()
-    for items in streams.values():
+    for track, items in streams.items():
         items.sort(key=_BY_START)
+        others = beside.get(track, ()) if beside else ()
         end = float("-inf")
         for work in items:  # the common case: every item ends before the next one starts (one overlapping another
             if end > work.ts:  # overlaps the next in start order too)
-                found = found.plus(_clip(items))
                 break
             end = work.ts + work.dur
+        else:
+            if not others:
+                continue
+        found = found.plus(_clip(items, others))
     return found
 
 
-def _clip(items: list) -> Overlaps:
-    """One stream's items, at least two of them overlapping: clipped in place; what was found."""
+def _clip(items: list, others: Sequence[tuple[float, float]] = ()) -> Overlaps:
+    """One stream's items, some of them overlapping or beside events of other categories: clipped in place; what was
+    found."""
     items.sort(key=lambda w: (w.ts, w.dur))
-    undrawn = _unnested(items)
+    undrawn = stream_undrawn([(work.ts, work.dur) for work in items] + list(others))
     clipped, clipped_us = 0, 0.0
     timed = [work for work in items if work.dur > 0]
     for earlier, later in zip(timed, timed[1:]):
@@ -67,11 +75,6 @@ def _clip(items: list) -> Overlaps:
             clipped_us += over
             earlier.dur = later.ts - earlier.ts
     return Overlaps(clipped, clipped_us, undrawn)
-
-
-def _unnested(items: list) -> int:
-    """How many of a stream's items Perfetto drops (undrawn)."""
-    return stream_undrawn([(work.ts, work.dur) for work in items])
 
 
 def stream_undrawn(items: list[tuple[float, float]]) -> int:
@@ -104,11 +107,10 @@ def dropped(spans: Iterable[tuple[float, float]], slack: Callable[[float], float
     return found
 
 
-def undrawn_beside(gpu: list, events: list[tuple]) -> tuple[int, int]:
-    """On the GPU's streams that hold events of other categories (`events`: their pid, tid, ts and dur as the trace
-    gives them; a stream's gpu_user_annotation, its cuda_sync), how many events Perfetto drops with those counted, and
-    how many of the GPU work alone (before clipping): an annotation that ends inside a kernel is dropped, and so is a
-    kernel that starts inside one and ends after it."""
+def other_spans(events: list[tuple]) -> dict[tuple, list[tuple[float, float]]]:
+    """Per track (pid, tid), the (ts, dur) of events of categories read for nothing else (`events`: their pid, tid, ts
+    and dur as the trace gives them; a stream's gpu_user_annotation, its cuda_sync), where those are numbers: what
+    clip_stream_overlaps counts beside a stream's GPU work."""
     others: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
     for pid, tid, ts, dur in events:
         dur = 0.0 if dur is None else dur
@@ -119,13 +121,7 @@ def undrawn_beside(gpu: list, events: list[tuple]) -> tuple[int, int]:
                 continue
             if isfinite(ts) and isfinite(dur):
                 others[(pid, tid)].append((ts, dur))
-    streams: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
-    for work in gpu:
-        if (work.pid, work.tid) in others:
-            streams[(work.pid, work.tid)].append((work.ts, work.dur))
-    together = sum(stream_undrawn(work + others[track]) for track, work in streams.items())
-    alone = sum(stream_undrawn(work) for work in streams.values())
-    return together, alone
+    return others
 
 
 # --- a copy Perfetto draws whole (`--open`) ---------------------------------------------------------------------

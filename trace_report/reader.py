@@ -44,7 +44,7 @@ from trace_report.kernels import MODULE_PREFIX
 from trace_report.memory import MEMORY_EVENT, memory_event
 from trace_report.model import MODULES_FROM_RANGES, MODULES_FROM_STACKS, WHOLE_TRACE
 from trace_report.model import CpuOp, GpuWork, RuntimeCall, Step, Trace, skipped_reasons
-from trace_report.overlaps import clip_stream_overlaps, undrawn, undrawn_beside
+from trace_report.overlaps import clip_stream_overlaps, other_spans, undrawn
 from trace_report.python_frames import user_line
 from trace_report.source import ARG_KEYS, RAW, UNSET, Record, RecordArgs, TraceSource, args_dict, open_text, raw_value
 
@@ -158,7 +158,7 @@ class _Collector:
         self.skipped: Counter = Counter()  # why -> how many events we could not use (a pid that is a list, ...)
         self.memory: list = []  # profile_memory=True: the allocator's `[memory]` instant events (memory.py)
         # pid, tid, ts, dur of the "X" events of categories read for nothing else (a stream's gpu_user_annotation and
-        # cuda_sync, ...): a few dozen in a profiler's trace, for what Perfetto drops beside the GPU work (build)
+        # cuda_sync, ...): a few dozen in a profiler's trace, for what Perfetto drops beside the GPU work (overlaps.other_spans)
         self.other_boxes: list[tuple] = []
 
     def add(self, ev: Any) -> None:
@@ -323,10 +323,8 @@ class _Collector:
 
     def build(self, path: Path, meta: dict) -> Trace:
         # Before any time is read: work that ran past the next on its stream ends where the next starts (overlaps.py).
-        together, alone = undrawn_beside(self.gpu, self.other_boxes) if self.other_boxes else (0, 0)
-        overlaps = clip_stream_overlaps(self.gpu)
-        if together != alone:
-            overlaps = replace(overlaps, undrawn=overlaps.undrawn - alone + together)
+        # Each stream's events of other categories are counted with its work for what Perfetto drops.
+        overlaps = clip_stream_overlaps(self.gpu, other_spans(self.other_boxes))
         notes: list[str] = []
         steps = [Step(name, ts, dur) for name, ts, dur, _, _ in sorted(self.steps, key=lambda s: s[1])]
         from_profiler_steps = bool(steps)

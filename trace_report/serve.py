@@ -20,8 +20,9 @@ it. On a GPU stream that is a kernel launched with programmatic dependent launch
 (overlaps.py), and would be a gap in the picture; on a CPU thread, a box that closes after its parent (a `nn.Module`
 range opened inside a compiled region), and would be missing from it. A trace that has some (and is at most
 REWRITE_LIMIT of JSON) is served as a copy made in memory (overlaps.drawable): those GPU events' ends clipped to the
-next one's start, as the report reads them, and those CPU boxes moved to a track of their own beside their thread, at
-their own times; the server says so, and the file is never written.
+next one's start, as the report reads them, and every event Perfetto would still drop (those CPU boxes, a stream's
+annotations and syncs that cross its work) moved to a track of its own beside its thread or stream, at its own times;
+the server says so, and the file is never written.
 
 From a GPU machine over SSH (no browser there) the browser on your own machine reaches it through a forward
 of your port 9001 to the one we listen on: `ssh -N -L 9001:127.0.0.1:PORT HOST`. Ctrl-C stops serving: one
