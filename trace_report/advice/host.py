@@ -396,11 +396,24 @@ def cpu_built_tensor(r: Reading) -> list[Finding]:
     size = f" ({megabytes(r.per_step(nbytes))} a step)" if nbytes else ""
     evidence = (f"{times(r.per_step(len(found)))} a step a tensor made on the CPU by "
                 f"{', '.join(n for n, _ in makers.most_common(4))} and copied to the GPU{size}")
-    change = "build it once, on the GPU, before the loop: pos = make_positions(..., device='cuda') (or a buffer)"
+    change = _device_change(makers)
     return [Finding("cpu-built-tensor", "tensors built on the CPU and copied every step", evidence, change, saving,
                     r.step_us, r.basis("the making, its copy and any wait for the copy removed"),
                     source_of(cpu_built_tensor),
                     where=where_of(op for op, _ in found), count_per_step=r.per_step(len(found)))]
+
+
+RANDOM = ("aten::rand", "aten::randn", "aten::randint")  # new values each step: made on the device, not made once
+
+
+def _device_change(makers: Counter) -> str:
+    """The change for the tensors its makers build: random ones are made on the device each step (a constant would
+    change what the script does); the others once, before the loop."""
+    maker = makers.most_common(1)[0][0]
+    call = f"torch.{maker.removeprefix('aten::')}(..., device='cuda')"
+    if all(name in RANDOM for name in makers):
+        return f"make it on the GPU, with no copy: {call}"
+    return f"build it once, on the GPU, before the loop: {call} (or keep it as a module's buffer)"
 
 
 RULES = (pageable_copy, sync, dataloader, dataloader_workers, cpu_built_tensor)

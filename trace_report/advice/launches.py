@@ -119,15 +119,19 @@ def loop_kernels(r: Reading) -> list[Finding]:
             spans_by_step[id(step)] = spans_of(items)
         return spans_by_step[id(step)]
 
+    # an inference trace (vLLM's, sglang's) has no backward to name
+    backward = any(is_backward_of_body(o.name) for s in r.steps for o in s.ops
+                   if o.name.startswith("autograd::engine::evaluate_function: "))
+    both = " (forward and backward)" if backward else ""
     if r.replay is not None:
         saving = r.replay.saving(cut_cpu(spans, VECTOR_CPU_KEEP[1], VECTOR_GPU_KEEP[1]),
                                  [cut_cpu(spans, VECTOR_CPU_KEEP[0], VECTOR_GPU_KEEP[0])])
         basis = r.basis(f"one vectorised op keeps {VECTOR_CPU_KEEP[0]:.0%}-{VECTOR_CPU_KEEP[1]:.0%} of the loop's CPU "
-                        f"time (forward and backward) and {VECTOR_GPU_KEEP[0]:.0%}-{VECTOR_GPU_KEEP[1]:.0%} of its GPU "
+                        f"time{both} and {VECTOR_GPU_KEEP[0]:.0%}-{VECTOR_GPU_KEEP[1]:.0%} of its GPU "
                         "time")
     else:
         saving = cpu_only_saving(r, spans, VECTOR_CPU_KEEP)
-        basis = "the loop's CPU time (forward and backward) on a trace without a GPU lane, a vectorised op keeping " \
+        basis = f"the loop's CPU time{both} on a trace without a GPU lane, a vectorised op keeping " \
                 f"{VECTOR_CPU_KEEP[0]:.0%}-{VECTOR_CPU_KEEP[1]:.0%} of it"
     ops, n = max(loops, key=lambda item: item[1])
     body = Counter(o.name for o in ops)
@@ -136,9 +140,10 @@ def loop_kernels(r: Reading) -> list[Finding]:
     launched = f"{kernels:,.0f} launches and " if kernels else ""
     evidence = (f"a loop of {n} iterations ({times(r.per_step(len(loops)))} a step): "
                 f"{', '.join(f'{name} ×{c // max(1, n)}' for name, c in body.most_common(4))} each, "
-                f"{launched}{us(spent)} of CPU time a step, and as many autograd nodes in the backward")
-    change = ("one op over all rows instead of x[i] in a loop, e.g. (w[:, None, None] * (out - y) ** 2).mean() for "
-              "sum(w[i] * F.mse_loss(out[i], y[i]) for i in range(n)); or torch.compile the loop's function")
+                f"{launched}{us(spent)} of CPU time a step"
+                f"{', and as many autograd nodes in the backward' if backward else ''}")
+    change = ("one op over all rows instead of x[i] in a loop, e.g. (w[:, None] * f(x)).sum(0) for "
+              "sum(w[i] * f(x[i]) for i in range(n)), f taking a batch; or torch.compile the loop's function")
     return [Finding("loop-kernels", "a Python loop over rows, a few tiny kernels each", evidence, change, saving,
                     r.step_us, basis, source_of(loop_kernels), where=where_of(ops),
                     count_per_step=n * r.per_step(len(loops)))]

@@ -87,6 +87,17 @@ def test_a_batch_copied_from_a_dataloader_is_no_constant_built_on_the_cpu(v100):
 def test_a_tensor_made_with_randn_on_the_cpu_every_step_is_found():
     finding = trace_report.read(CPU_RANDN_TOY).advice.finding("cpu-built-tensor")
     assert finding is not None and "aten::randn" in finding.evidence
+    # new random values each step: made on the device, not "once, before the loop" (that would change the script)
+    assert "torch.randn(..., device='cuda')" in finding.change and "once" not in finding.change, finding.change
+
+
+def test_a_loop_in_an_inference_step_claims_no_backward():
+    """vLLM's decode step (25 iterations of expand, empty, slice, fill_) has no autograd: the finding names the loop
+    and its CPU time, not "as many autograd nodes in the backward"; a training toy with its loop's backward does."""
+    finding = trace_report.read(WORLD / "h100_vllm_tp4_rank0_cudagraph_58to96ms.json.gz").advice.finding("loop-kernels")
+    assert finding is not None and "a loop of 25 iterations" in finding.evidence
+    assert "backward" not in finding.evidence and "backward" not in finding.basis, (finding.evidence, finding.basis)
+    assert "mse_loss" not in finding.change  # no other script's loss in a reader's change
 
 
 def test_fp32_gemms_are_told_tf32_and_bf16_ones_are_not():

@@ -37,6 +37,13 @@ def test_each_habit_the_planted_step_pays_for_is_found(planted, rule):
     assert "12_what_to_change.py" in (finding.where or ""), finding.where
 
 
+def test_the_training_loops_backward_is_named_with_it(planted):
+    """The planted loss loops over the batch's rows in a training step: autograd runs one node per row and op."""
+    finding = planted.advice.finding("loop-kernels")
+    assert "as many autograd nodes in the backward" in finding.evidence, finding.evidence
+    assert "(forward and backward)" in finding.basis, finding.basis
+
+
 def test_the_fixed_step_shows_none_of_the_habits(fixed):
     assert not set(HABITS) & set(fixed.advice.rules), fixed.advice.rules
 
