@@ -246,6 +246,19 @@ def test_a_terminal_that_cannot_show_our_symbols_gets_ascii(tmp_path):
     assert "  ok P2-01 - " in lesson.stdout and "✓" not in lesson.stdout, lesson.stdout[-3000:]
 
 
+def test_an_ascii_terminals_tables_keep_their_width():
+    """rich lays a table out for "…" and "µ", one column each: their ASCII keeps one column inside a table (a V100
+    report's kernel rows, "<...>" for "<…>", ran 2-4 characters past an 80-column terminal)."""
+    v100 = ROOT / "trace_report" / "tests" / "fixtures" / "world" / "v100_resnet50_2021_step6.json.gz"
+    report = subprocess.run([*TRACE_REPORT, str(v100), "--kernels"], cwd=ROOT, capture_output=True,
+                            env={**os.environ, **ASCII_TERMINAL, "COLUMNS": "80"})
+    assert report.returncode == 0, report.stderr[-2000:]
+    lines = report.stdout.decode("ascii").splitlines()
+    assert max(len(line) for line in lines) <= 80, max(lines, key=len)
+    assert any(line.startswith("|") and "<~>" in line for line in lines)  # a kernel's template, shortened
+    assert any(line.startswith("...") for line in lines)  # prose keeps its readable spelling
+
+
 def test_a_reader_that_leaves_is_a_normal_end():
     for extra in ([], ["--json"]):
         proc = subprocess.Popen([*TRACE_REPORT, str(TRACE), *extra, "--steps", "all"], cwd=ROOT,

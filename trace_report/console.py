@@ -156,6 +156,9 @@ def fitted_table(columns: list[Column], rows: list[list[str]], console_width: in
         for row in rows:
             row.pop(drop)
     widths = fit_widths(room, wants, mins)
+    if sum(widths) > room:  # no optional column left to drop: names give up lines before rich splits a number or a word
+        widths = fit_widths(room, widths, [_floor(column, [row[i] for row in rows], width)
+                                           for i, (column, width) in enumerate(zip(columns, widths))])
     table = Table(**table_options)
     for column, width in zip(columns, widths):
         table.add_column(column.header, justify="right" if column.right else "left", width=width, overflow="fold",
@@ -171,11 +174,28 @@ def _want(column: Column, texts: list[str]) -> int:
     return min(column.most or 10**6, max(longest, header, 1))
 
 
+NAME_FLOOR = 12  # a name column's fewest characters on a narrow terminal: three lines of 12 hold most short names
+
+
+def _floor(column: Column, texts: list[str], width: int) -> int:
+    """The narrowest a column may go when its least does not fit: a name folds at its seams (NAME_FLOOR), prose
+    as wide as its longest word, a number not at all (rich would break `1,121.3` across two lines)."""
+    if column.least == 0:
+        return width
+    if column.fold:
+        return min(width, NAME_FLOOR)
+    words = [len(word) for text in [*texts, column.header] for word in text.split()]
+    return min(width, max(words, default=1))
+
+
 def _fold(text: str, column: Column, width: int) -> str:
+    lines = column.lines if column.fold == "name" else min(column.lines, 2)
+    if width < column.least:  # narrowed below its least (_floor): more lines hold what its least would have
+        lines = -(-column.least * lines // width) + 1  # and one for the seams: a folded line is seldom full
     if column.fold == "name":
-        return folded(text, width, column.lines)
+        return folded(text, width, lines)
     if column.fold == "op":
-        return op_label(text, width, min(column.lines, 2))
+        return op_label(text, width, lines)
     return text
 
 

@@ -164,6 +164,25 @@ ASCII = str.maketrans({
 })
 
 
+# In a table's lines (rich's ASCII box: they start with "|" or "+"; a table without one pads its cells with spaces)
+# each symbol keeps its one column: rich laid the table out for it, and "..." for "…" pushed a V100 report's rows
+# 2-4 characters past an 80-column terminal.
+ASCII_IN_TABLES = str.maketrans({
+    "✓": "v", "✗": "x", "·": "-", "•": "*", "→": ">", "×": "x", "µ": "u", "≫": ">", "≥": ">", "≤": "<",
+    "…": "~", "–": "-", "—": "-", "‖": "|", "Δ": "d", "’": "'", "³": "3", "²": "2",
+})
+
+
+def ascii_text(text: str) -> str:
+    """`text` with our symbols in ASCII: spelt out (ASCII), but one character each in a table's lines."""
+    return "\n".join(line.translate(ASCII_IN_TABLES if _laid_out(line) else ASCII) for line in text.split("\n"))
+
+
+def _laid_out(line: str) -> bool:
+    """A line of a table: a border first, or cells padded apart (two spaces inside it)."""
+    return line[:1] in "|+" or "  " in line.strip()
+
+
 class _AsciiStream:
     """A text stream that spells our symbols in ASCII before writing them to one that cannot encode them."""
 
@@ -171,7 +190,7 @@ class _AsciiStream:
         self._stream = stream
 
     def write(self, text: str) -> int:
-        return self._stream.write(text.translate(ASCII))
+        return self._stream.write(ascii_text(text))
 
     def __getattr__(self, name):
         return getattr(self._stream, name)

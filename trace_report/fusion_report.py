@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.table import Table
 
-from trace_report.console import Console
+from trace_report.console import Console, folded, table_room
 from trace_report.fusion import CHAIN, Candidate, Fusion, mb
 from trace_report.kernels import decode
 from trace_report.model import per_step_count
@@ -35,20 +35,27 @@ def print_fusion(fusion: Fusion, console: Console, *, rows: int | None = None) -
         console.print()
         return
     shown = fusion.candidates if rows is None else fusion.candidates[:rows]
+    numbers = [[f"{mb(c.bytes_now)} → {mb(c.bytes_fused)}", f"{c.measured_us_per_step:,.1f}",
+                # the floor under the prediction: side by side they took 17 columns, the table 83 of a terminal's 80
+                _us(c.predicted_us_per_step), f"({_us(c.floor_us_per_step)})", _us(c.saving_us_per_step)]
+               for c in shown]
+    # The ops, then what they run on and how often: a norm's chain is a dozen ops, so they get the room the numbers
+    # leave, and break at their names' seams (`max_pool2d_with_` / `indices_backward`), never inside a word.
+    headers = ("MB → fused", "µs/step", "fused (floor)", "saving")
+    spent = len(str(len(shown))) + sum(max(len(header), *(len(cells[k]) for cells in numbers))
+                                       for k, header in zip((0, 1, 3, 4), headers))  # (floor) as wide as fused
+    longest = max(max(len(c.label) + 24, len(c.shape) + 12) for c in shown)  # with the kind and the count
+    width = max(16, min(longest, table_room(console.width, 6) - spent))
     table = Table()
     table.add_column("#", justify="right", style="dim")
-    # The ops, then what they run on and how often: a norm's chain is a dozen ops, so they get the room.
-    table.add_column("ops · largest input · per step", overflow="fold", min_width=min(30, max(16, console.width - 72)))
-    for name in ("MB → fused", "µs/step", "fused (floor)", "saving"):
+    table.add_column("ops · largest input · per step", overflow="fold", width=width)
+    for name in headers:
         table.add_column(name, justify="right", overflow="fold")
-    for i, c in enumerate(shown, 1):
+    for i, (c, (moved, measured, fused, floor, saving)) in enumerate(zip(shown, numbers), 1):
         kind = "" if c.kind == CHAIN else f" ({c.link})" if c.link else f" ({c.kind.removeprefix('GEMM ')})"
-        ops = f"{escape(c.label)}{kind}\n[dim]{escape(c.shape)} · {per_step_count(c.per_step)}/step[/dim]"
-        cells = [
-            str(i), ops, f"{mb(c.bytes_now)} → {mb(c.bytes_fused)}", f"{c.measured_us_per_step:,.1f}",
-            f"{_us(c.predicted_us_per_step)} ({_us(c.floor_us_per_step)})", _us(c.saving_us_per_step),
-        ]
-        table.add_row(*cells)
+        shape = f"{c.shape} · {per_step_count(c.per_step)}/step"
+        ops = f"{escape(folded(c.label + kind, width, 99))}\n[dim]{escape(folded(shape, width, 99))}[/dim]"
+        table.add_row(str(i), ops, moved, measured, f"{fused}\n[dim]{floor}[/dim]", saving)
     console.print(table)
     if len(shown) < len(fusion.candidates):
         console.print(f"[dim]… {len(fusion.candidates) - len(shown)} more candidates (--rows 0 for all)[/dim]")

@@ -267,7 +267,8 @@ def print_kernel_stats(trace: Trace, console: Console, *, full_names: bool, rows
               f"{s.total_us / grand:.0%}" if grand else "-"]
              for s in _head(sorted(stats, key=lambda s: s.total_us, reverse=True), rows)]
     console.print(fitted_table([Column("GPU work", least=24, fold="name", lines=99 if full_names else 3),
-                                Column("launched by", least=12, most=22, fold="op"), Column("calls", right=True),
+                                Column("launched by", least=12, most=22, fold="op"),
+                                Column("calls", right=True, optional=True),  # /step says it, on 80 columns
                                 Column("/step", right=True), Column("avg µs", right=True),
                                 Column("min–max", right=True), Column("share", right=True)], cells, console.width))
     _more(console, stats, rows, "names")

@@ -159,6 +159,7 @@ def _backward_of(node: str, op: str) -> bool:
 # the captured kernels, the Python and the ops outside the graph left (lesson 07: eager 95-135 µs a forward, the graph
 # 13-20 µs, on an H100).
 GRAPH_CPU_KEEP = (0.1, 0.4)
+VLLM_OP = "vllm::"  # vLLM's custom ops (vllm::unified_attention_with_output, vllm::all_reduce): a vLLM step
 GRAPHED_SHARE = 0.5  # a step with this share of its GPU work in graph replays is graphed already
 
 
@@ -184,7 +185,11 @@ def overhead(r: Reading) -> list[Finding]:
     evidence = (f"{v.kind}: the GPU waited on launches {v.launch_waits or 0} times ({us(v.launch_wait_us or 0)}, "
                 f"{(v.launch_wait_fraction or 0):.0%} of its window); {launches:,.0f} runtime calls a step, the CPU "
                 f"issuing for {us(v.cpu_us_per_step)} against {us(v.gpu_busy_us_per_step or 0)} of GPU work")
-    change = "model = torch.compile(model, mode='reduce-overhead')  # CUDA graphs; or a larger batch per launch"
+    if any(op.name.startswith(VLLM_OP) for s in r.steps for op in s.ops):
+        # a serving engine's step: its own switch, not a torch.compile the reader does not write
+        change = "LLM(..., enforce_eager=False)  # vLLM's default: its CUDA graphs replay the step (vllm serve without --enforce-eager)"
+    else:
+        change = "model = torch.compile(model, mode='reduce-overhead')  # CUDA graphs; or a larger batch per launch"
     basis = r.basis(f"CUDA graphs keep {GRAPH_CPU_KEEP[0]:.0%}-{GRAPH_CPU_KEEP[1]:.0%} of the step's CPU time (one "
                     "launch for the captured kernels)")
     return [Finding("overhead", "the GPU waits for launches", evidence, change, saving, r.step_us, basis,

@@ -134,6 +134,14 @@ def test_a_launch_bound_step_is_told_cuda_graphs_and_a_graphed_one_is_not():
     assert "overhead" not in _rules(GRAPHED_DECODE)  # replays CUDA graphs already
 
 
+def test_a_launch_bound_vllm_step_is_told_vllms_own_switch():
+    """vLLM run with enforce_eager (a B200 decode step, TP8): the engine captures CUDA graphs itself when allowed to;
+    the reader did not write the model's torch.compile."""
+    finding = trace_report.read(WORLD / "b200_vllm_eager_tp8_rank0_60to90ms.json.gz").advice.finding("overhead")
+    assert finding is not None and "enforce_eager=False" in finding.change, finding.change
+    assert "torch.compile" not in finding.change
+
+
 def test_a_step_with_nothing_worth_changing_says_so_in_one_line():
     assert trace_report.read(H200_EAGER).advice.findings == []
     result = run_report(str(H200_EAGER), env={"COLUMNS": "100"})
