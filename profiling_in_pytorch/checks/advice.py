@@ -8,6 +8,7 @@ ax`.
 
 from __future__ import annotations
 
+from trace_report.advice import WORTH_SHARE
 from trace_report.api import Report
 from trace_report.model import Trace
 from trace_report.pace import _us
@@ -33,6 +34,16 @@ def _found_text(advice) -> str:
     return f"the advice's findings: {', '.join(rules) if rules else 'none'}"
 
 
+def _weighed_text(advice, rule: str) -> str:
+    """Where the rule found its pattern but weighed it under what the advice names: at how much."""
+    finding = advice.weighed(rule)
+    if finding is None:
+        return ""
+    low, high = finding.saving_us
+    return (f" worth naming: its pattern is there, weighed at {_us(low)}–{_us(high)} a step, "
+            f"{finding.share_of_step:.1%} of it, under the {WORTH_SHARE:.0%} the advice names")
+
+
 def rule_found(rule: str, what: str) -> Expectation:
     """The advice names `rule` among its findings: `what` is the habit, in words."""
 
@@ -41,7 +52,7 @@ def rule_found(rule: str, what: str) -> Expectation:
         finding = advice.finding(rule)
         if finding is None:
             missing = f"; the trace lacks: {'; '.join(advice.missing)}" if advice.missing else ""
-            return Outcome(False, f"not found: {_found_text(advice)}{missing}")
+            return Outcome(False, f"not found{_weighed_text(advice, rule)}: {_found_text(advice)}{missing}")
         rank = [f.rule for f in advice.findings].index(rule) + 1
         low, high = finding.saving_us
         return Outcome(True, f"#{rank} of {len(advice.findings)}: {finding.title} "
@@ -57,7 +68,12 @@ def rule_silent(rule: str, why: str) -> Expectation:
         advice = advice_of(trace)
         finding = advice.finding(rule)
         if finding is None:
-            return Outcome(True, _found_text(advice))
-        return Outcome(False, f"found anyway: {finding.title}; evidence: {finding.evidence}")
+            unsaid = advice.weighed(rule)
+            weighed = "" if unsaid is None else \
+                f"; it weighed {rule} at {unsaid.share_of_step:.1%} of the step, under the {WORTH_SHARE:.0%} it names"
+            return Outcome(True, _found_text(advice) + weighed)
+        low, high = finding.saving_us
+        return Outcome(False, f"found anyway: {finding.title} (saves {_us(low)}–{_us(high)} a step); "
+                              f"evidence: {finding.evidence}")
 
     return Expectation(f"the advice is silent on {rule}: {why}", check)

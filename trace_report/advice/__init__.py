@@ -58,7 +58,8 @@ def advise(trace: Trace, verdict: Verdict | None = None) -> Advice:
             # timed faster without the profiler.
             low, high = found.saving_us
             findings.append(replace(found, saving_us=(min(low, step_us), min(high, step_us)), step_us=step_us))
-    return Advice(ranked(findings), step_us, _missing(reading), verdict.cause)
+    return Advice(ranked(findings), step_us, _missing(reading), verdict.cause,
+                  unsaid=[f for f in findings if not f.worth_it])
 
 
 def _missing(r: Reading) -> list[str]:
@@ -104,4 +105,4 @@ def print_advice(advice: Advice, console: Console, *, rows: int | None = BRIEF) 
     console.print()
 
 
-__all__ = ["RULES", "Advice", "Finding", "advise", "print_advice"]
+__all__ = ["RULES", "WORTH_SHARE", "Advice", "Finding", "advise", "print_advice"]

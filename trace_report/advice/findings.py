@@ -64,6 +64,8 @@ class Advice:
     step_us: float
     missing: list[str] = field(default_factory=list)  # "shapes (record_shapes=True): fp32 GEMMs' FLOPs, ..."
     cause: str | None = None  # what the GPU waits on, when it waits (pace.Verdict.cause)
+    # what the rules found but weighed under WORTH_SHARE: not said, kept for a reader who asks why a rule was silent
+    unsaid: list[Finding] = field(default_factory=list)
 
     def __iter__(self):
         return iter(self.findings)
@@ -74,6 +76,10 @@ class Advice:
     def finding(self, rule: str) -> Finding | None:
         """The finding of `rule`, or None when the rule found nothing worth saying."""
         return next((f for f in self.findings if f.rule == rule), None)
+
+    def weighed(self, rule: str) -> Finding | None:
+        """The finding of `rule` whether said or not (under WORTH_SHARE of the step); None when it found nothing."""
+        return self.finding(rule) or next((f for f in self.unsaid if f.rule == rule), None)
 
     @property
     def rules(self) -> list[str]:

@@ -192,9 +192,10 @@ def sync(r: Reading) -> list[Finding]:
     main = max(found, key=lambda k: sum(c.dur for c in found[k]))
     parts = []
     for kind, calls in sorted(found.items(), key=lambda kv: -sum(c.dur for c in kv[1])):
-        ops = Counter(c.launch_path[0] if c.launch_path else c.launched_by or "the step" for c in calls)
-        top = ", ".join(f"{op}" for op, _ in ops.most_common(2))
-        parts.append(f"{times(r.per_step(len(calls)))} {kind} (in {top}), waiting {us(r.per_step(sum(c.dur for c in calls)))}")
+        ops = Counter(c.launch_path[0] if c.launch_path else c.launched_by for c in calls)
+        top = ", ".join(op for op, _ in ops.most_common(2) if op)
+        inside = f" (in {top})" if top else ""  # outside any op: the kind says "in the step"
+        parts.append(f"{times(r.per_step(len(calls)))} {kind}{inside}, waiting {us(r.per_step(sum(c.dur for c in calls)))}")
     evidence = "synchronize calls a step: " + "; ".join(parts)
     launchers = [c.launcher for calls in found.values() for c in calls if c.launcher is not None]
     return [Finding("sync", "the CPU waits for the GPU inside the step", evidence, CHANGES[main], saving, r.step_us,
@@ -327,7 +328,7 @@ def _top_level(op: CpuOp) -> bool:
 
 def _built_on_cpu(step: Step) -> list[tuple[CpuOp, list[CpuOp]]]:
     """Each host-to-device copy of the step whose source the step built on the CPU just before, from factory ops called
-    from Python (`torch.arange(...)`, `torch.ones(...)`, then `.to('cuda')`), with those ops. The batch a DataLoader
+    from Python (`torch.arange(...)`, `torch.ones(...)`, then `.to('cuda')`), with the ops that made it: the factory ops and those after them (`* freqs`, `torch.stack`). The batch a DataLoader
     made is no such tensor: the walk back stops at the loader, as at any op that launched GPU work."""
     copies = [w.launch.launcher for w in step.gpu if w.kind == "memcpy" and "HtoD" in w.name
               and w.launch is not None and w.launch.launcher is not None]
@@ -348,11 +349,14 @@ def _built_on_cpu(step: Step) -> list[tuple[CpuOp, list[CpuOp]]]:
         # the copy's own top-level op (`aten::to`), then the ones before it, latest first
         i = bisect.bisect_right(starts, op.ts) - 1
         made = []
+        earlier = []  # each op back from the copy, up to the first factory op: the tensor's making (`* freqs`, stack)
         for o in reversed(thread[max(0, i - 64):max(0, i)]):
             if o.launched or in_loader(o) or DATALOADER in o.name:
                 break
+            earlier.append(o)
             if o.name in FACTORY:
-                made.append(o)
+                made.extend(earlier)
+                earlier = []
         if made:
             found.append((op, made))
     return found
@@ -389,13 +393,14 @@ def cpu_built_tensor(r: Reading) -> list[Finding]:
         return edit
 
     saving = r.replay.saving(drop(0.0), [drop(0.1)])
-    makers = Counter(o.name for _, made in found for o in made)
+    makers = Counter(o.name for _, made in found for o in made if o.name in FACTORY)
     copied = [w for s in r.steps for w in s.gpu if w.kind == "memcpy" and w.launch is not None
               and w.launch.launcher is not None and id(w.launch.launcher) in copy_ops]
     nbytes = sum((w.comm_args or {}).get("bytes", 0) or 0 for w in copied)
     size = f" ({megabytes(r.per_step(nbytes))} a step)" if nbytes else ""
+    making = r.per_step(sum(o.dur for _, made in found for o in made))  # what the host spends: hosts differ 200×
     evidence = (f"{times(r.per_step(len(found)))} a step a tensor made on the CPU by "
-                f"{', '.join(n for n, _ in makers.most_common(4))} and copied to the GPU{size}")
+                f"{', '.join(n for n, _ in makers.most_common(4))} ({us(making)} a step) and copied to the GPU{size}")
     change = _device_change(makers)
     return [Finding("cpu-built-tensor", "tensors built on the CPU and copied every step", evidence, change, saving,
                     r.step_us, r.basis("the making, its copy and any wait for the copy removed"),
