@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 from trace_report.advice.common import DATALOADER, Reading, cpu_only_saving, source_of, times, us, where_of
-from trace_report.advice.findings import Finding
+from trace_report.advice.findings import WORTH_SHARE, Finding
 from trace_report.advice.replay import cut_cpu, scaled_saving, spans_of
 from trace_report.model import CpuOp, Step
 
@@ -160,7 +160,11 @@ def _backward_of(node: str, op: str) -> bool:
 # 13-20 µs, on an H100).
 GRAPH_CPU_KEEP = (0.1, 0.4)
 VLLM_OP = "vllm::"  # vLLM's custom ops (vllm::unified_attention_with_output, vllm::all_reduce): a vLLM step
-GRAPHED_SHARE = 0.5  # a step with this share of its GPU work in graph replays is graphed already
+GRAPHED_SHARE = 0.5
+# The longest mean wait between launches that is the launches' own cost: tens of µs a kernel in the world's eager steps
+# (Mamba 35, ResNet-50 training 65), 580 on an MI250 toy whose gradient accumulation took 6.6 ms to issue. An A100
+# AlexNet trace read whole waited 338 ms a gap, 38 times: the host's other work, not its launches.
+LAUNCH_GAP_MOST = 1000.0  # a step with this share of its GPU work in graph replays is graphed already
 
 
 def overhead(r: Reading) -> list[Finding]:
@@ -175,16 +179,28 @@ def overhead(r: Reading) -> list[Finding]:
         return []
     if (v.graph_share or 0.0) >= GRAPHED_SHARE:
         return []  # already replayed from CUDA graphs: what is left is the host's work around the replays
-    if any(c.is_sync for s in r.steps for c in s.runtime):
-        return []  # a graph cannot hold a synchronisation: the sync's finding comes first
-    if any(DATALOADER in op.name for s in r.steps for op in s.ops):
-        return []  # the batch's making stays outside any graph: dataloader's finding
+    if v.launch_waits and (v.launch_wait_us or 0.0) / v.launch_waits > LAUNCH_GAP_MOST:
+        return []  # the CPU does other work between launches, which no graph takes away
+    # A graph cannot hold a synchronisation, and the batch's making stays outside any graph: where those weigh, the
+    # sync's and dataloader's findings come first. A tiny one (HF BERT's `if mask:`, 9 µs a step of a 4.3 ms step
+    # the launches pace) leaves the rest of the step to the graphs: compile breaks its graph there.
+    syncs = [c for s in r.steps for c in s.runtime if c.is_sync]
+    loading = [op for s in r.steps for op in s.ops if DATALOADER in op.name]
+    worth = WORTH_SHARE * r.step_us
+    if r.per_step(sum(c.dur for c in syncs)) >= worth or r.per_step(sum(op.dur for op in loading)) >= worth:
+        return []
 
     saving = scaled_saving(r.replay, GRAPH_CPU_KEEP)
     launches = sum(len(s.runtime) for s in r.steps) / r.n
     evidence = (f"{v.kind}: the GPU waited on launches {v.launch_waits or 0} times ({us(v.launch_wait_us or 0)}, "
                 f"{(v.launch_wait_fraction or 0):.0%} of its window); {launches:,.0f} runtime calls a step, the CPU "
                 f"issuing for {us(v.cpu_us_per_step)} against {us(v.gpu_busy_us_per_step or 0)} of GPU work")
+    if syncs:
+        # the outermost op that asked for it: aten::is_nonzero is a Python `if t:`, aten::item a `.item()`
+        where = Counter(next((box for box in c.launch_path if box.startswith("aten::")), c.launched_by or c.name)
+                        for c in syncs).most_common(1)[0][0]
+        evidence += (f"; {times(r.per_step(len(syncs)))} a step a synchronize ({where}, {us(r.per_step(sum(c.dur for c in syncs)))})"
+                     ", where a compiled graph breaks")
     if any(op.name.startswith(VLLM_OP) for s in r.steps for op in s.ops):
         # a serving engine's step: its own switch, not a torch.compile the reader does not write
         change = "LLM(..., enforce_eager=False)  # vLLM's default: its CUDA graphs replay the step (vllm serve without --enforce-eager)"

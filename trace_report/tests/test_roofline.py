@@ -125,7 +125,9 @@ def test_the_report_shows_the_op_table_and_fits_100_and_120_columns():
     for path in (H200_SHAPES, TINY_TRAIN, WORLD / "b200_vllm_eager_tp8_rank0_60to90ms.json.gz"):
         top = [row.op for row in op_table(read_trace(path)).rows[:ROOFLINE_BRIEF_ROWS]]
         for width in (100, 120):
-            result = run_report(path, env={"COLUMNS": str(width)})
+            # --rows: every section, as many rows as the brief table has (the first screen may leave the table out
+            # for the advice, tiny-llama's training step at 100 columns)
+            result = run_report(path, "--rows", str(ROOFLINE_BRIEF_ROWS), env={"COLUMNS": str(width)})
             assert result.returncode == 0, result.stderr
             section = result.stdout.split("Ops by roofline", 1)[1].split("\n\n", 1)[0]
             assert all(len(line) <= width for line in section.splitlines()), (path.name, width)
