@@ -159,6 +159,7 @@ def _backward_of(node: str, op: str) -> bool:
 # the captured kernels, the Python and the ops outside the graph left (lesson 07: eager 95-135 µs a forward, the graph
 # 13-20 µs, on an H100).
 GRAPH_CPU_KEEP = (0.1, 0.4)
+COMPILED = ("Torch-Compiled Region", "## Call CompiledFxGraph")  # the ranges torch.compile's code records
 VLLM_OP = "vllm::"  # vLLM's custom ops (vllm::unified_attention_with_output, vllm::all_reduce): a vLLM step
 GRAPHED_SHARE = 0.5
 # The longest mean wait between launches that is the launches' own cost: tens of µs a kernel in the world's eager steps
@@ -204,6 +205,10 @@ def overhead(r: Reading) -> list[Finding]:
     if any(op.name.startswith(VLLM_OP) for s in r.steps for op in s.ops):
         # a serving engine's step: its own switch, not a torch.compile the reader does not write
         change = "LLM(..., enforce_eager=False)  # vLLM's default: its CUDA graphs replay the step (vllm serve without --enforce-eager)"
+    elif any(op.name.startswith(COMPILED) for s in r.steps for op in s.ops):
+        # compiled already, without graphs (mode='max-autotune-no-cudagraphs', or the default mode)
+        change = ("model = torch.compile(model, mode='reduce-overhead')  # compiled already: add CUDA graphs "
+                  "('max-autotune' captures them too); or a larger batch per launch")
     else:
         change = "model = torch.compile(model, mode='reduce-overhead')  # CUDA graphs; or a larger batch per launch"
     basis = r.basis(f"CUDA graphs keep {GRAPH_CPU_KEEP[0]:.0%}-{GRAPH_CPU_KEEP[1]:.0%} of the step's CPU time (one "

@@ -151,6 +151,13 @@ def test_gaps_longer_than_launches_are_no_launch_overhead():
     assert report.advice.finding("overhead") is None, report.advice.rules
 
 
+def test_a_compiled_step_without_graphs_is_told_to_add_them():
+    finding = trace_report.read(WORLD / "h100_mlp_max_autotune_suite.json.gz").advice.finding("overhead")
+    assert finding is not None and "compiled already: add CUDA graphs" in finding.change, finding.change
+    eager = trace_report.read(WORLD / "h100_resnet50_train_suite.json.gz").advice.finding("overhead")
+    assert "compiled already" not in eager.change
+
+
 def test_a_launch_bound_vllm_step_is_told_vllms_own_switch():
     """vLLM run with enforce_eager (a B200 decode step, TP8): the engine captures CUDA graphs itself when allowed to;
     the reader did not write the model's torch.compile."""
