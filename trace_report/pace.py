@@ -278,7 +278,20 @@ CAUSES = {
                        "the CPU wait for the copy, so nothing is queued behind it",
     "data loading": "the GPU idles while the training loop's thread makes the next batch (a DataLoader without "
                     "workers)",
+    "queued work": "the GPU idles with its next work already launched: that work waits on something the trace does "
+                   "not show running (another stream's event, another process's work), not on this CPU's launches",
+    "host work": "the GPU idles while the thread that launches its work does something else for milliseconds at a "
+                 "time (Python, a scheduler, work on the CPU): not the launches' cost, so no CUDA graph takes it away; "
+                 "what that thread ran in those gaps is the place to look",
 }
+# Work that starts this long after its launch call returned, over most of a GPU idle stretch, waited on something other
+# than its launch: another stream's event, work outside the trace (an sglang decode trace: launched 38 µs into a 463 ms
+# idle stretch). An eager step's kernel starts microseconds after its launch returns.
+QUEUED_US = 1000.0
+# A stretch of the launching thread this long between two launch calls, over most of a GPU idle stretch, is that
+# thread's other work, not launch overhead (an eager step's launches are tens of µs apart; an sglang server's decode
+# trace read whole waited 7 times, 66 ms each, between requests).
+HOST_WORK_US = 1000.0
 
 
 def idle_causes(trace: Trace) -> dict[str, float]:
@@ -287,7 +300,8 @@ def idle_causes(trace: Trace) -> dict[str, float]:
     pageable copy's, returns during it or was waiting as it began: the CPU held back until the GPU drained), else
     "launches" (the CPU had not yet issued the next work). Each stretch goes to one cause, in that order. In the spirit
     of HTA's critical path, which tells data loading apart from launch overhead."""
-    causes = {"launches": 0.0, "synchronization": 0.0, "pageable copies": 0.0, "data loading": 0.0}
+    causes = {"launches": 0.0, "synchronization": 0.0, "pageable copies": 0.0, "data loading": 0.0, "host work": 0.0,
+              "queued work": 0.0}
     lane = [w for step in trace.steps for w in step.gpu]
     if not lane:
         return {}
@@ -300,6 +314,14 @@ def idle_causes(trace: Trace) -> dict[str, float]:
     loads = sorted((op.ts, op.ts + op.dur) for step in trace.steps for op in step.ops
                    if "DataLoader" in op.name and "__next__" in op.name)
     wait_starts, load_starts = [a for a, _, _ in waits], [a for a, _ in loads]
+    # per thread: its launch calls' starts (calls that queued GPU work: not a cudaMalloc, an attribute query), and the
+    # latest end so far
+    threads: dict[tuple, tuple[list[float], list[float]]] = {}
+    launched = {id(w.launch) for w in lane if w.launch is not None}
+    for c in sorted((c for c in calls if id(c) in launched), key=lambda c: c.ts):
+        starts, ends = threads.setdefault((c.pid, c.tid), ([], []))
+        starts.append(c.ts)
+        ends.append(max(c.end, ends[-1]) if ends else c.end)
     end = lane[0].end
     for w in lane[1:]:
         if w.ts - end > MIN_GAP_US:
@@ -312,10 +334,30 @@ def idle_causes(trace: Trace) -> dict[str, float]:
                 causes["data loading"] += gap_end - gap_start
             elif waited:
                 causes["pageable copies" if "pageable copies" in waited else "synchronization"] += gap_end - gap_start
+            elif _host_work(w, threads, gap_start, gap_end):
+                causes["host work"] += gap_end - gap_start
+            elif w.launch is not None and w.ts - w.launch.end >= QUEUED_US and \
+                    w.ts - max(w.launch.end, gap_start) > 0.5 * (gap_end - gap_start):
+                causes["queued work"] += gap_end - gap_start
             else:
                 causes["launches"] += gap_end - gap_start
         end = max(end, w.end)
     return {k: v for k, v in causes.items() if v > 0}
+
+
+def _host_work(work, threads: dict, gap_start: float, gap_end: float) -> bool:
+    """Whether the thread that launched `work` made no launch call for HOST_WORK_US before it, over most of the GPU's
+    idle stretch before `work` (gap_start to gap_end)."""
+    call = work.launch
+    if call is None or (call.pid, call.tid) not in threads:
+        return False
+    starts, ends = threads[(call.pid, call.tid)]
+    i = bisect.bisect_left(starts, call.ts)
+    if i == 0:
+        return False
+    quiet_from = ends[i - 1]  # the thread's last launch call before this one had returned by then
+    quiet = min(call.ts, gap_end) - max(quiet_from, gap_start)
+    return call.ts - quiet_from >= HOST_WORK_US and quiet > 0.5 * (gap_end - gap_start)
 
 
 def _gpu_only(trace: Trace, lane: list, busy: float, window: float, comm_share: float, graph_share: float) -> Verdict:

@@ -185,6 +185,24 @@ def test_the_verdict_counts_the_gpus_idle_time_by_what_it_waited_on(v100):
     assert "waits for launches" in tiny.summary or "waiting for the next launch" in tiny.summary
 
 
+def test_an_idle_gpu_with_its_work_already_launched_is_not_waiting_on_launches():
+    """sglang's decode server on an MI300X, read whole: the GPU idled 463 ms with its next kernel launched 38 µs into
+    the wait. The launches did not keep it waiting."""
+    verdict = trace_report.read(WORLD / "mi300x_sglang_qwen3_8b_decode.json.gz").verdict
+    assert verdict.cause == "queued work", verdict.idle_by_cause_us
+    assert verdict.idle_by_cause_us["queued work"] > 100 * verdict.idle_by_cause_us.get("launches", 0)
+    assert "already launched" in verdict.summary
+
+
+def test_an_idle_gpu_whose_launching_thread_does_other_work_is_host_work():
+    """An A100 AlexNet trace read whole: seconds between its launch calls (cudaMalloc and attribute queries beside
+    them, no launch): the host's work, which no CUDA graph removes."""
+    report = trace_report.read(WORLD / "a100_alexnet_cudnn_hta.json.gz")
+    assert report.verdict.cause == "host work", report.verdict.idle_by_cause_us
+    assert "no CUDA graph takes it away" in report.verdict.summary
+    assert report.advice.finding("overhead") is None
+
+
 # --- where the reader finds it ------------------------------------------------------------------------------------
 
 
