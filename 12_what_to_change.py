@@ -299,6 +299,8 @@ def check_fixes(advice, training: Training, fixed: Fixed, args, device: torch.de
             before_us, after_us, spread_us = lesson_advice.measure_saving(training.step, after.step, device)
         after.close()
         judged.append(lesson_advice.Judged(finding.rule, *finding.saving_us, before_us, after_us, spread_us))
+        if not lesson.console.is_terminal:  # no spinner in a log: a line per fix, tens of seconds apart on a GPU
+            lesson.console.print(f"  [dim]timed {finding.rule}: {_us(before_us)} → {_us(after_us)} a step[/dim]")
     lesson_advice.print_judged(judged, "predicted saving per step against measured, each fix alone")
     ok, text = lesson_advice.ranking(findings[0].rule, judged)
     mark = {True: "[green]✓[/green]", False: "[red]✗[/red]", None: "[dim]–[/dim]"}[ok]

@@ -1,6 +1,7 @@
 """Lesson 12's training step on an H200 (torch 2.11), recorded twice: with every habit planted and with every habit
 fixed. The same step, the same sizes: each rule the planted trace holds a pattern for fires on it, and none of them
-on the fixed one (the pairs the host's rules are checked on, beside other people's traces in test_advice.py)."""
+on the fixed one (the pairs the host's rules are checked on, beside other people's traces in test_advice.py). The same
+pair from an H100 host whose CPU was 30× slower on torch's threads checks what a slow host changes."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ FIXED = LESSON / "32_256_1024_4096_L4_fixed-all_eager_fp32.json.gz"
 HABITS = ("dataloader", "pageable-copy", "sync", "fp32-matmul", "single-tensor-optimizer", "zero-grad",
           "cpu-built-tensor", "loop-kernels")
 # What the planted step's trace shows worth 1% of its step or more (the lesson's guesses on a GPU, QUIET_ON_A_GPU)
-FOUND = ("dataloader", "sync", "fp32-matmul", "loop-kernels", "pageable-copy")
+FOUND = ("dataloader", "sync", "fp32-matmul", "loop-kernels", "pageable-copy", "cpu-built-tensor")
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +36,22 @@ def test_each_habit_the_planted_step_pays_for_is_found(planted, rule):
     low, high = finding.saving_us
     assert 0 <= low <= high <= planted.advice.step_us
     assert "12_what_to_change.py" in (finding.where or ""), finding.where
+
+
+SLOW_HOST = FIXTURES / "h100" / "traces" / "12_what_to_change"  # the same step on an H100 host with a slow CPU
+
+
+def test_a_slow_hosts_position_table_is_weighed_by_its_making():
+    """The H100 host's torch ops ran 30× slower on its 16 threads than on one: the table took about 36 ms a step to
+    make (sin alone 14.7 ms, on 256×512), and the advice weighs it at 8% of the step, the making and its copy."""
+    report = trace_report.read(SLOW_HOST / PLANTED.name)
+    finding = report.advice.finding("cpu-built-tensor")
+    assert finding is not None, report.advice.rules
+    low, high = finding.saving_us
+    assert 5_000 < low <= high < 40_000, finding.saving_us
+    assert "aten::sin" in finding.evidence and "1.0 MB a step" in finding.evidence
+    fixed = trace_report.read(SLOW_HOST / FIXED.name)
+    assert not set(HABITS) & set(fixed.advice.rules), fixed.advice.rules
 
 
 def test_the_training_loops_backward_is_named_with_it(planted):
