@@ -171,7 +171,18 @@ def threads_per_worker(worker_id: int) -> None:
     """The dataloader fix's worker_init_fn, as the advice says it for batches made of large torch ops: a worker starts
     with one thread, where the loop's thread had torch's intra-op threads on every core; each of the WORKERS gets its
     share of them."""
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // WORKERS))
+    torch.set_num_threads(worker_threads())
+
+
+def worker_threads() -> int:
+    return max(1, (os.cpu_count() or 1) // WORKERS)
+
+
+def worker_start() -> str | None:
+    """How the workers start: a worker forked from this process hangs on its first op over more than one thread (GNU
+    OpenMP's pool does not survive the fork of a process that used it), so with threads they come from a fresh
+    forkserver process; with one thread, forked, as DataLoader does by default (a forkserver's start costs seconds)."""
+    return "forkserver" if worker_threads() > 1 else None
 
 
 class Block(nn.Module):
@@ -227,6 +238,7 @@ class Training:
                             num_workers=workers,                   # fix: worker processes make the next batches
                             persistent_workers=workers > 0, prefetch_factor=2 if workers else None,
                             worker_init_fn=threads_per_worker if workers else None,  # fix: each a share of the cores
+                            multiprocessing_context=worker_start() if workers else None,
                             pin_memory=fixed.pageable_copy and device.type == "cuda")  # fix: batches in pinned memory
         self.batches = iter(loader)  # once: the workers start here, never inside a step
         # cpu-built-tensor's fix: the table made once, on the device

@@ -140,6 +140,24 @@ def test_every_fix_keeps_the_maths():
     assert losses["fixed"] == pytest.approx(losses["planted"], rel=1e-5)
 
 
+def test_workers_with_threads_start_from_a_forkserver(monkeypatch):
+    """A forked worker hangs on its first op over two threads once the parent used torch's OpenMP pool (GNU OpenMP's
+    pool does not survive the fork): on 16 cores the fix's workers get a share of the threads each, from a forkserver. The
+    lesson's dataset and worker_init_fn must then pickle: two steps with such workers."""
+    monkeypatch.setattr(LESSON.os, "cpu_count", lambda: 16)
+    assert (LESSON.worker_threads(), LESSON.worker_start()) == (16 // LESSON.WORKERS, "forkserver")
+    monkeypatch.setattr(LESSON.os, "cpu_count", lambda: LESSON.WORKERS)
+    assert (LESSON.worker_threads(), LESSON.worker_start()) == (1, None)  # one thread: forked, as DataLoader does
+    monkeypatch.setattr(LESSON.os, "cpu_count", lambda: 2 * LESSON.WORKERS)
+    torch.rand(512, 512).sin_()  # the parent's pool in use, as the planted step's is before the fix is timed
+    training = LESSON.Training(LESSON.Fixed().adding("dataloader"), Namespace(**LESSON.CPU_SIZES), torch.device("cpu"))
+    try:
+        for _ in range(2):
+            training.step()
+    finally:
+        training.close()
+
+
 # --- the rule a measured saving is weighed by -----------------------------------------------------------------
 
 

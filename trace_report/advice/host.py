@@ -276,9 +276,13 @@ def dataloader(r: Reading) -> list[Finding]:
                  "longer (time it before and after)")
     evidence = (f"{loads[0].name}: {us(r.per_step(spent))} a step on the training loop's thread, "
                 f"{r.per_step(spent) / r.step_us:.0%} of the step")
+    # A forked worker that runs torch's ops on more than one thread hangs: GNU OpenMP's pool does not survive the
+    # fork of a process that used it (a 2-core machine here, and lesson 12's fix check on an H100 host, stuck for
+    # minutes); workers started by a fresh forkserver process have a pool of their own.
     change = (f"DataLoader(dataset, batch_size=..., num_workers={WORKERS}, pin_memory=True, persistent_workers=True, "
-              "prefetch_factor=2" + (f", worker_init_fn=threads_per_worker), with def threads_per_worker(_): "
-                                     f"torch.set_num_threads(os.cpu_count() // {WORKERS})" if threaded else ")"))
+              "prefetch_factor=2" + (", multiprocessing_context='forkserver', worker_init_fn=threads_per_worker), with "
+                                     f"def threads_per_worker(_): torch.set_num_threads(os.cpu_count() // {WORKERS})"
+                                     if threaded else ")"))
     basis = r.basis(f"workers make the batches beside the step; the loop keeps {WORKER_KEEP[0]:.0%}-"
                     f"{WORKER_KEEP[1]:.0%} of the loading to receive them, and waits for {WORKERS} workers that make "
                     f"a batch {WORKERS} times as fast as its thread did at best, {worst}")

@@ -93,9 +93,11 @@ def test_the_loaders_saving_waits_for_its_workers(planted):
     loader_us = float(finding.evidence.split(": ", 1)[1].split(" ms")[0].replace(",", "")) * 1000
     assert high <= planted.advice.step_us - loader_us / 4 + 1
     assert low == 0 and "torch spread over the loop's cores" in finding.basis, finding.basis
-    # and the change gives each worker its share of the cores, as the loop's thread had them all
+    # and the change gives each worker its share of the cores, as the loop's thread had them all, in workers from a
+    # forkserver: forked ones hang on their first op over two threads (GNU OpenMP's pool does not survive the fork)
     assert "worker_init_fn=threads_per_worker" in finding.change and "torch.set_num_threads(os.cpu_count() // 4)" in \
         finding.change, finding.change
+    assert "multiprocessing_context='forkserver'" in finding.change
 
 
 def test_a_batch_of_small_ops_keeps_its_least_saving(tmp_path):
