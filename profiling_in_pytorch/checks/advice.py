@@ -15,7 +15,7 @@ from trace_report.pace import _us
 
 from profiling_in_pytorch.checks.base import Expectation, Outcome
 
-__all__ = ["rule_found", "rule_silent", "advice_of"]
+__all__ = ["rule_found", "rule_silent", "advice_of", "weighed_text"]
 
 _cache: dict[int, tuple[Trace, object]] = {}
 
@@ -34,14 +34,21 @@ def _found_text(advice) -> str:
     return f"the advice's findings: {', '.join(rules) if rules else 'none'}"
 
 
-def _weighed_text(advice, rule: str) -> str:
-    """Where the rule found its pattern but weighed it under what the advice names: at how much."""
-    finding = advice.weighed(rule)
-    if finding is None:
-        return ""
-    low, high = finding.saving_us
-    return (f" worth naming: its pattern is there, weighed at {_us(low)}–{_us(high)} a step, "
-            f"{finding.share_of_step:.1%} of it, under the {WORTH_SHARE:.0%} the advice names")
+def weighed_text(advice, rule: str) -> str:
+    """What the advice made of `rule`, in a line: named (its rank and saving), weighed under what it names, or not
+    found at all."""
+    finding = advice.finding(rule)
+    if finding is not None:
+        rank = advice.rules.index(rule) + 1
+        low, high = finding.saving_us
+        return (f"{rule}: named, #{rank} of {len(advice.findings)} (saves {_us(low)}–{_us(high)} a step, "
+                f"{finding.share_of_step:.1%} of it at most); {finding.evidence}")
+    unsaid = advice.weighed(rule)
+    if unsaid is None:
+        return f"{rule}: its pattern is not in the trace"
+    low, high = unsaid.saving_us
+    return (f"{rule}: weighed at {_us(low)}–{_us(high)} a step, {unsaid.share_of_step:.1%} of it, under the "
+            f"{WORTH_SHARE:.0%} the advice names; {unsaid.evidence}")
 
 
 def rule_found(rule: str, what: str) -> Expectation:
@@ -52,7 +59,8 @@ def rule_found(rule: str, what: str) -> Expectation:
         finding = advice.finding(rule)
         if finding is None:
             missing = f"; the trace lacks: {'; '.join(advice.missing)}" if advice.missing else ""
-            return Outcome(False, f"not found{_weighed_text(advice, rule)}: {_found_text(advice)}{missing}")
+            weighed = f" ({weighed_text(advice, rule)})" if advice.weighed(rule) is not None else ""
+            return Outcome(False, f"not found{weighed}: {_found_text(advice)}{missing}")
         rank = [f.rule for f in advice.findings].index(rule) + 1
         low, high = finding.saving_us
         return Outcome(True, f"#{rank} of {len(advice.findings)}: {finding.title} "

@@ -1,7 +1,7 @@
 """Lesson 12's training step on an H200 (torch 2.11), recorded twice: with every habit planted and with every habit
 fixed. The same step, the same sizes: each rule the planted trace holds a pattern for fires on it, and none of them
 on the fixed one (the pairs the host's rules are checked on, beside other people's traces in test_advice.py). The same
-pair from an H100 host whose CPU was 30× slower on torch's threads checks what a slow host changes."""
+pair from an H100 host whose CPU ran torch's ops up to 30× slower on its threads checks what a slow host changes."""
 
 from __future__ import annotations
 
@@ -42,8 +42,9 @@ SLOW_HOST = FIXTURES / "h100" / "traces" / "12_what_to_change"  # the same step 
 
 
 def test_a_slow_hosts_position_table_is_weighed_by_its_making():
-    """The H100 host's torch ops ran 30× slower on its 16 threads than on one: the table took about 36 ms a step to
-    make (sin alone 14.7 ms, on 256×512), and the advice weighs it at 8% of the step, the making and its copy."""
+    """The H100 host's torch ops ran up to 30× slower on its 16 threads than on one: the table took 8.9 ms a step to
+    make (sin on 256×512 from 0.07 to 4.2 ms, step to step), and the advice weighs it at 8% of the step, the making
+    and its copy."""
     report = trace_report.read(SLOW_HOST / PLANTED.name)
     finding = report.advice.finding("cpu-built-tensor")
     assert finding is not None, report.advice.rules
