@@ -280,31 +280,54 @@ CAUSES = {
                     "workers)",
     "queued work": "the GPU idles with its next work already launched: that work waits on something the trace does "
                    "not show running (another stream's event, another process's work), not on this CPU's launches",
-    "host work": "the GPU idles while the thread that launches its work does something else for milliseconds at a "
-                 "time (Python, a scheduler, work on the CPU): not the launches' cost, so no CUDA graph takes it away; "
-                 "what that thread ran in those gaps is the place to look",
+    "host work": "the GPU idles while the host launches nothing for 10 ms or more at a time (Python, a first call's "
+                 "setup, work on the CPU): not the launches' cost, so no CUDA graph takes it away; what the launching "
+                 "thread ran in those stretches is the place to look",
 }
 # Work that starts this long after its launch call returned, over most of a GPU idle stretch, waited on something other
 # than its launch: another stream's event, work outside the trace (an sglang decode trace: launched 38 µs into a 463 ms
 # idle stretch). An eager step's kernel starts microseconds after its launch returns.
 QUEUED_US = 1000.0
-# A stretch of the launching thread this long between two launch calls, over most of a GPU idle stretch, is that
-# thread's other work, not launch overhead (an eager step's launches are tens of µs apart; an sglang server's decode
-# trace read whole waited 7 times, 66 ms each, between requests).
-HOST_WORK_US = 1000.0
+# A stretch this long with no launch call from any thread, over most of a GPU idle stretch, is the host's other work,
+# not launch overhead: an AlexNet trace read whole went seconds without one (cudaMalloc and attribute queries beside),
+# where the world's eager training steps go 1-2 ms at most (an optimizer's foreach ops, a model's Python: work CUDA
+# graphs and compile do take away).
+HOST_WORK_US = 10_000.0
 
 
 def idle_causes(trace: Trace) -> dict[str, float]:
-    """The GPU's idle stretches inside the steps (over MIN_GAP_US), µs by what the GPU waited on: "data loading" (a
+    """The GPU's idle time inside the steps, µs by what it waited on (idle_stretches)."""
+    causes = dict.fromkeys(IDLE_CAUSES, 0.0)
+    for stretch in idle_stretches(trace):
+        causes[stretch.cause] += stretch.end - stretch.start
+    return {k: v for k, v in causes.items() if v > 0}
+
+
+IDLE_CAUSES = ("launches", "synchronization", "pageable copies", "data loading", "host work", "queued work")
+
+
+@dataclass(frozen=True)
+class IdleStretch:
+    """A stretch of the GPU idle inside the steps (over MIN_GAP_US), what it waited on, and the work that ended it."""
+
+    start: float
+    end: float
+    cause: str  # one of IDLE_CAUSES
+    work: object  # the GpuWork that ran next
+    quiet_from: float | None = None  # host work: when the launching thread's last launch call before it returned
+
+
+def idle_stretches(trace: Trace) -> list[IdleStretch]:
+    """The GPU's idle stretches inside the steps (over MIN_GAP_US), each by what the GPU waited on: "data loading" (a
     DataLoader's `__next__` runs during the stretch), "pageable copies" or "synchronization" (a synchronize call, or a
-    pageable copy's, returns during it or was waiting as it began: the CPU held back until the GPU drained), else
-    "launches" (the CPU had not yet issued the next work). Each stretch goes to one cause, in that order. In the spirit
-    of HTA's critical path, which tells data loading apart from launch overhead."""
-    causes = {"launches": 0.0, "synchronization": 0.0, "pageable copies": 0.0, "data loading": 0.0, "host work": 0.0,
-              "queued work": 0.0}
+    pageable copy's, returns during it or was waiting as it began: the CPU held back until the GPU drained), "host
+    work" (no thread made a launch call for HOST_WORK_US over most of it), "queued work"
+    (that work started QUEUED_US or more after its launch returned), else "launches" (the CPU had not yet issued the
+    next work). Each stretch goes to one cause, in that order. In the spirit of HTA's critical path, which tells data
+    loading apart from launch overhead."""
     lane = [w for step in trace.steps for w in step.gpu]
     if not lane:
-        return {}
+        return []
     lane.sort(key=lambda w: w.ts)
     calls = [c for step in trace.steps for c in step.runtime]
     pageable = {id(w.launch.launcher) for w in lane if w.is_pageable_copy
@@ -314,14 +337,15 @@ def idle_causes(trace: Trace) -> dict[str, float]:
     loads = sorted((op.ts, op.ts + op.dur) for step in trace.steps for op in step.ops
                    if "DataLoader" in op.name and "__next__" in op.name)
     wait_starts, load_starts = [a for a, _, _ in waits], [a for a, _ in loads]
-    # per thread: its launch calls' starts (calls that queued GPU work: not a cudaMalloc, an attribute query), and the
-    # latest end so far
-    threads: dict[tuple, tuple[list[float], list[float]]] = {}
+    # every thread's launch calls (calls that queued GPU work: not a cudaMalloc, an attribute query) by start, and the
+    # latest end so far: a training step launches from two threads, its backward's from autograd's own
     launched = {id(w.launch) for w in lane if w.launch is not None}
+    starts: list[float] = []
+    ends: list[float] = []
     for c in sorted((c for c in calls if id(c) in launched), key=lambda c: c.ts):
-        starts, ends = threads.setdefault((c.pid, c.tid), ([], []))
         starts.append(c.ts)
         ends.append(max(c.end, ends[-1]) if ends else c.end)
+    stretches = []
     end = lane[0].end
     for w in lane[1:]:
         if w.ts - end > MIN_GAP_US:
@@ -330,34 +354,36 @@ def idle_causes(trace: Trace) -> dict[str, float]:
             i, j = bisect.bisect_left(load_starts, gap_end), bisect.bisect_left(wait_starts, gap_end)
             loaded = sum(max(0.0, min(gap_end, b) - max(gap_start, a)) for a, b in loads[max(0, i - 4):i])
             waited = [kind for a, b, kind in waits[max(0, j - 8):j] if b > gap_start - MIN_GAP_US]
+            quiet_from = None
             if loaded > 0.5 * (gap_end - gap_start):
-                causes["data loading"] += gap_end - gap_start
+                cause = "data loading"
             elif waited:
-                causes["pageable copies" if "pageable copies" in waited else "synchronization"] += gap_end - gap_start
-            elif _host_work(w, threads, gap_start, gap_end):
-                causes["host work"] += gap_end - gap_start
+                cause = "pageable copies" if "pageable copies" in waited else "synchronization"
+            elif (quiet_from := _host_work(w, starts, ends, gap_start, gap_end)) is not None:
+                cause = "host work"
             elif w.launch is not None and w.ts - w.launch.end >= QUEUED_US and \
                     w.ts - max(w.launch.end, gap_start) > 0.5 * (gap_end - gap_start):
-                causes["queued work"] += gap_end - gap_start
+                cause = "queued work"
             else:
-                causes["launches"] += gap_end - gap_start
+                cause = "launches"
+            stretches.append(IdleStretch(gap_start, gap_end, cause, w, quiet_from))
         end = max(end, w.end)
-    return {k: v for k, v in causes.items() if v > 0}
+    return stretches
 
 
-def _host_work(work, threads: dict, gap_start: float, gap_end: float) -> bool:
-    """Whether the thread that launched `work` made no launch call for HOST_WORK_US before it, over most of the GPU's
-    idle stretch before `work` (gap_start to gap_end)."""
+def _host_work(work, starts: list[float], ends: list[float], gap_start: float, gap_end: float) -> float | None:
+    """When the last launch call before `work`'s returned (any thread's: `starts`, and `ends` the latest end so far),
+    where none came for HOST_WORK_US before `work`'s launch, over most of the GPU's idle stretch before it (gap_start
+    to gap_end); else None."""
     call = work.launch
-    if call is None or (call.pid, call.tid) not in threads:
-        return False
-    starts, ends = threads[(call.pid, call.tid)]
+    if call is None:
+        return None
     i = bisect.bisect_left(starts, call.ts)
     if i == 0:
-        return False
-    quiet_from = ends[i - 1]  # the thread's last launch call before this one had returned by then
+        return None
+    quiet_from = ends[i - 1]  # every launch call before this one had returned by then
     quiet = min(call.ts, gap_end) - max(quiet_from, gap_start)
-    return call.ts - quiet_from >= HOST_WORK_US and quiet > 0.5 * (gap_end - gap_start)
+    return quiet_from if call.ts - quiet_from >= HOST_WORK_US and quiet > 0.5 * (gap_end - gap_start) else None
 
 
 def _gpu_only(trace: Trace, lane: list, busy: float, window: float, comm_share: float, graph_share: float) -> Verdict:

@@ -1,5 +1,6 @@
-"""The host's side of a step: copies from pageable memory, synchronisations, batches made on the step's thread, and
-tensors built on the CPU and copied every step. Each is the GPU waiting for the CPU, and each has a one-line fix.
+"""The host's side of a step: copies from pageable memory, synchronisations, batches made on the step's thread,
+tensors built on the CPU and copied every step, and stretches where the host launches nothing at all. Each is the GPU
+waiting for the CPU, and each has a one-line fix.
 
 The rules read the runtime calls (`cudaMemcpyAsync`, `cudaStreamSynchronize`) and the ops around them; their savings
 come from the step's replay (replay.py), so that a sync which the GPU's own work would hide anyway is not promised.
@@ -17,6 +18,7 @@ from trace_report.advice.findings import Finding
 from trace_report.peaks import architecture
 from trace_report.advice.replay import cut_cpu, edit_events, spans_of
 from trace_report.model import CpuOp, RuntimeCall, Step
+from trace_report.pace import idle_stretches
 
 # A copy from pinned memory runs at this share of the host link's peak, least and most (PCIe's own overheads; a
 # pageable copy first goes through CUDA's staging buffer, at about half of it).
@@ -425,4 +427,63 @@ def _device_change(makers: Counter) -> str:
     return f"build it once, on the GPU, before the loop: {call} (or keep it as a module's buffer)"
 
 
-RULES = (pageable_copy, sync, dataloader, dataloader_workers, cpu_built_tensor)
+# --- the launching thread's other work ------------------------------------------------------------------------
+
+
+def host_gaps(r: Reading) -> list[Finding]:
+    """The GPU idles while the thread that launches its work does something else for milliseconds at a time: metrics
+    computed on the CPU, logging, a scheduler's Python, a tensor made on the host. Not the launches' cost: no CUDA
+    graph takes it away. The finding names what the thread ran in those stretches (its ops, and the time the profiler
+    recorded nothing: Python, or code without ops) and promises nothing at least, as no trace says whether that work
+    can move.
+
+    Sources: HTA's critical path (the CPU's own work against launch overhead), Nsight Systems' expert rule for GPU
+    gaps."""
+    stretches = [s for s in idle_stretches(r.trace) if s.cause == "host work"]
+    if not stretches or r.replay is None:
+        return []
+    idle = sum(s.end - s.start for s in stretches)
+    threads: dict[tuple, list[CpuOp]] = {}
+    for step in r.steps:
+        for op in step.ops:
+            if not op.is_label and _top_level(op):
+                threads.setdefault((op.pid, op.tid), []).append(op)
+    for ops in threads.values():
+        ops.sort(key=lambda o: o.ts)
+    ran: Counter = Counter()  # op name -> µs of it inside the thread's quiet stretches
+    quiet_us = 0.0
+    seen: list[CpuOp] = []
+    for s in stretches:
+        call = s.work.launch
+        begin, end = s.quiet_from, call.ts
+        quiet_us += end - begin
+        ops = threads.get((call.pid, call.tid), [])
+        i = max(0, bisect.bisect_left([o.ts for o in ops], begin) - 1)
+        for op in ops[i:]:
+            if op.ts >= end:
+                break
+            inside = min(end, op.ts + op.dur) - max(begin, op.ts)
+            if inside > 0:
+                ran[op.name] += inside
+                seen.append(op)
+    recorded = sum(ran.values())
+    parts = [f"{name} {us(r.per_step(t))}" for name, t in ran.most_common(3)]
+    unrecorded = max(0.0, quiet_us - recorded)
+    if unrecorded > 0.05 * quiet_us:
+        parts.append(f"{us(r.per_step(unrecorded))} in nothing the profiler records (Python, code without ops)")
+    evidence = (f"the GPU idled {us(r.per_step(idle))} a step in {times(r.per_step(len(stretches)))} stretches of "
+                f"{us(idle / len(stretches))} on average, no thread launching for {us(r.per_step(quiet_us))} a step; "
+                "the thread that launched next ran: " + "; ".join(parts))
+    change = ("see what that thread did there (with_stack=True names the Python lines) and take it off the step's "
+              "path: every N steps instead of each, in a worker or a thread of its own")
+    if not r.trace.from_profiler_steps:  # a recording with no schedule may hold a first call's setup
+        change += ("; a trace without ProfilerStep may hold first calls' setup (cuDNN's algorithm search, lazy "
+                   "loading): record after a warmup step, schedule(wait=1, warmup=1, active=3)")
+    basis = ("the GPU's idle stretches with no launch from the host, at most; nothing at least (no trace says "
+             "whether that work can move)")
+    return [Finding("host-gaps", "the GPU waits while the host launches nothing", evidence, change,
+                    (0.0, min(r.step_us, r.per_step(idle))), r.step_us, basis, source_of(host_gaps),
+                    where=where_of(seen), count_per_step=r.per_step(len(stretches)))]
+
+
+RULES = (pageable_copy, sync, dataloader, dataloader_workers, cpu_built_tensor, host_gaps)

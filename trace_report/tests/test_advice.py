@@ -174,6 +174,50 @@ def test_a_step_with_nothing_worth_changing_says_so_in_one_line():
     assert section[1].strip().startswith("nothing found worth 1% of the step")
 
 
+# What the host's and the launches' rules say on the world's traces, read and judged one by one (each finding's
+# evidence): launch-bound eager steps told CUDA graphs; the loops vLLM and Mamba's reference scan run over rows; the
+# 2021 ResNet step's habits; a toy's CPU-made input; microbenchmarks' explicit syncs; an AlexNet trace read whole and a
+# DDP step whose GPU waits while no thread launches (cuDNN's first calls; DDP's unflatten, 15 ms).
+EXPECTED_HOST_WORLD = {
+    "a100_alexnet_cudnn_hta.json.gz": {"host-gaps"},
+    "a100_nccl_hta_step5.json.gz": {"host-gaps", "overhead"},
+    "b200_vllm_eager_tp8_rank0_60to90ms.json.gz": {"overhead"},
+    "b300_sm103_moe_microbench.json.gz": {"sync"},
+    "h100_bert_suite.json.gz": {"overhead"},
+    "h100_mlp_max_autotune_suite.json.gz": {"overhead"},
+    "h100_resnet50_train_suite.json.gz": {"overhead"},
+    "h100_unet_train_suite.json.gz": {"overhead"},
+    "h100_vllm_tp4_rank0_cudagraph_58to96ms.json.gz": {"loop-kernels"},
+    "h200_flex_attention_train_shapes_suite.json.gz": {"overhead"},
+    "h200_mamba_shapes_suite.json.gz": {"loop-kernels", "overhead"},
+    "h200_moe_shapes_suite.json.gz": {"overhead"},
+    "h200_whisper_shapes_suite.json.gz": {"overhead"},
+    "mi210_gpu_only.json.gz": {"sync"},
+    "mi250_minitoy_train_hta.json.gz": {"cpu-built-tensor", "overhead"},
+    "mi300x_vllm_tp4_rank0_185to210ms.json.gz": {"loop-kernels"},
+    "v100_resnet50_2021_nodeviceprops_step6.json.gz": {"dataloader", "fp32-matmul", "single-tensor-optimizer",
+                                                       "zero-grad"},
+    "v100_resnet50_2021_step6.json.gz": {"dataloader", "fp32-matmul", "single-tensor-optimizer", "zero-grad"},
+}
+HOST_RULES = {"cpu-built-tensor", "dataloader", "dataloader-workers", "fp32-matmul", "host-gaps", "loop-kernels",
+              "overhead", "pageable-copy", "single-tensor-optimizer", "sync", "zero-grad"}
+
+
+@pytest.mark.parametrize("path", sorted(WORLD.glob("*.json.gz")), ids=lambda p: p.name.split(".")[0])
+def test_world_traces_say_only_what_was_judged_of_the_host(path):
+    said = {f.rule for f in trace_report.read(path).advice.findings if f.rule in HOST_RULES}
+    assert said == EXPECTED_HOST_WORLD.get(path.name, set())
+
+
+def test_a_gpu_idle_while_no_thread_launches_names_what_ran():
+    """An A100 AlexNet trace read whole: the GPU idled 11.9 s in 6 stretches while no thread launched, the next
+    launching thread inside aten::conv2d for 8 s (cuDNN's first calls). Nothing promised at least; the change says a
+    trace without ProfilerStep may hold first calls' setup."""
+    finding = trace_report.read(WORLD / "a100_alexnet_cudnn_hta.json.gz").advice.finding("host-gaps")
+    assert finding is not None and "aten::conv2d" in finding.evidence, finding
+    assert finding.saving_us[0] == 0 and "warmup" in finding.change
+
+
 # --- the verdict names the cause --------------------------------------------------------------------------------
 
 
