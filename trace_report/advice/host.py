@@ -431,39 +431,38 @@ def _device_change(makers: Counter) -> str:
 
 
 def host_gaps(r: Reading) -> list[Finding]:
-    """The GPU idles while the thread that launches its work does something else for milliseconds at a time: metrics
-    computed on the CPU, logging, a scheduler's Python, a tensor made on the host. Not the launches' cost: no CUDA
-    graph takes it away. The finding names what the thread ran in those stretches (its ops, and the time the profiler
-    recorded nothing: Python, or code without ops) and promises nothing at least, as no trace says whether that work
-    can move.
+    """The GPU idles while the host launches nothing for 10 ms or more at a time (pace.HOST_WORK_US): metrics
+    computed on the CPU, logging, a scheduler's Python, a first call's setup. Not the launches' cost: no CUDA graph
+    takes it away. The finding names what the thread that launched next ran in those stretches (its ops, and the time
+    the profiler recorded nothing: Python, or code without ops) and promises nothing at least, as no trace says whether
+    that work can move.
 
     Sources: HTA's critical path (the CPU's own work against launch overhead), Nsight Systems' expert rule for GPU
     gaps."""
+    if not r.verdict.idle_by_cause_us.get("host work"):
+        return []  # the verdict's count: the stretches are walked again only where it found some
     stretches = [s for s in idle_stretches(r.trace) if s.cause == "host work"]
     if not stretches or r.replay is None:
         return []
     idle = sum(s.end - s.start for s in stretches)
-    threads: dict[tuple, list[CpuOp]] = {}
-    for step in r.steps:
-        for op in step.ops:
-            if not op.is_label and _top_level(op):
-                threads.setdefault((op.pid, op.tid), []).append(op)
-    for ops in threads.values():
-        ops.sort(key=lambda o: o.ts)
-    ran: Counter = Counter()  # op name -> µs of it inside the thread's quiet stretches
-    quiet_us = 0.0
+    # the quiet windows (the last launch's return to the next launch), with the thread that launched next; they do
+    # not overlap one another
+    windows = sorted((s.quiet_from, s.work.launch.ts, (s.work.launch.pid, s.work.launch.tid)) for s in stretches)
+    quiet_us = sum(end - begin for begin, end, _ in windows)
+    ran: Counter = Counter()  # op name -> µs of it inside the quiet windows
     seen: list[CpuOp] = []
-    for s in stretches:
-        call = s.work.launch
-        begin, end = s.quiet_from, call.ts
-        quiet_us += end - begin
-        ops = threads.get((call.pid, call.tid), [])
-        i = max(0, bisect.bisect_left([o.ts for o in ops], begin) - 1)
-        for op in ops[i:]:
-            if op.ts >= end:
-                break
-            inside = min(end, op.ts + op.dur) - max(begin, op.ts)
-            if inside > 0:
+    for step in r.steps:  # only the steps a window crosses, and only those windows
+        k = bisect.bisect_right(windows, (step.ts + step.dur,))
+        crossing = [w for w in windows[max(0, k - 2):k] if w[1] > step.ts]
+        if not crossing:
+            continue
+        for op in step.ops:
+            start, end = op.ts, op.ts + op.dur
+            inside = 0.0
+            for begin, stop, thread in crossing:
+                if begin < end and stop > start and thread == (op.pid, op.tid):
+                    inside += min(stop, end) - max(begin, start)
+            if inside > 0 and not op.is_label and _top_level(op):
                 ran[op.name] += inside
                 seen.append(op)
     recorded = sum(ran.values())
