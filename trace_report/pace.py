@@ -227,7 +227,12 @@ def verdict(trace: Trace) -> Verdict:
                          "the graph's kernels run later, on its replays")
     if table_says != kind and kind in ("overhead-bound", "compute-bound"):
         alone = f"The table's totals alone would say {table_says} ({_us(cpu_total)} against {_us(gpu_total)})"
-        if kind == "compute-bound":
+        if kind == "compute-bound" and issue > gpu_total:  # the waits do not explain it: the GPU's busy share does
+            sentences.append(
+                f"{alone}, but the GPU is busy {busy / window:.0%} of its window: the CPU's ops run beside its work, "
+                "and the table's totals do not say which waits for which"
+            )
+        elif kind == "compute-bound":
             sentences.append(
                 f"{alone}, but {_waits_phrase(waits, closing)}: the CPU waiting for the GPU, not issuing work, "
                 f"decides it. Without the waits the CPU spends {_us(issue)} issuing {_us(gpu_total)} of GPU "

@@ -123,6 +123,16 @@ def test_collectives_hidden_behind_compute_do_not_make_a_rank_communication_boun
 A100_DDP = WORLD / "a100_nccl_hta_step5.json.gz"  # a DDP ResNet rank on NCCL: 24% of its GPU time in all-reduces
 
 
+def test_a_compute_bound_verdict_names_what_overrides_the_tables_totals():
+    """vLLM's decode rank: the table's totals say overhead-bound (31.9 ms of CPU against 13.9 ms of GPU), the GPU
+    busy 84% of its window says compute-bound; its 6.5 µs of synchronize waits decide nothing, and the summary does not
+    say they do."""
+    judged = verdict(read_trace(GRAPHED))
+    assert judged.kind == "compute-bound"
+    assert "busy 84% of its window: the CPU's ops run beside its work" in judged.summary, judged.summary
+    assert "not issuing work, decides it" not in judged.summary
+
+
 def test_a_gpu_busy_most_of_its_window_is_never_called_overhead_bound():
     from trace_report.pace import BUSY_SHARE
     from trace_report.tests.support import FIXTURES, H200_COMPILED

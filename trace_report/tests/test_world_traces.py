@@ -344,7 +344,7 @@ def test_what_does_not_fit_is_named_and_shown_whole_on_request(capsys, monkeypat
     path = str(WORLD / "h100_vllm_tp4_rank0_cudagraph_58to96ms.json.gz")
     assert trace_report([path]) == 0
     brief = capsys.readouterr().out
-    left = re.search(r"left out to fit a screen: (.*) \(--rows 0 prints every section whole\)", brief.replace("\n", " "))
+    left = re.search(r"left out to fit a screen: (.*) \(--rows 0 prints every section whole\)", re.sub(r"\s+", " ", brief))
     assert left, brief[-400:]
     assert trace_report([path, "--rows", "0"]) == 0
     whole = capsys.readouterr().out
