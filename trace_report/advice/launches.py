@@ -161,11 +161,11 @@ def _backward_of(node: str, op: str) -> bool:
 GRAPH_CPU_KEEP = (0.1, 0.4)
 COMPILED = ("Torch-Compiled Region", "## Call CompiledFxGraph")  # the ranges torch.compile's code records
 VLLM_OP = "vllm::"  # vLLM's custom ops (vllm::unified_attention_with_output, vllm::all_reduce): a vLLM step
-GRAPHED_SHARE = 0.5
+GRAPHED_SHARE = 0.5  # a step with this share of its GPU work in graph replays is graphed already
 # The longest mean wait between launches that is the launches' own cost: tens of µs a kernel in the world's eager steps
 # (Mamba 35, ResNet-50 training 65), 580 on an MI250 toy whose gradient accumulation took 6.6 ms to issue. An A100
 # AlexNet trace read whole waited 338 ms a gap, 38 times: the host's other work, not its launches.
-LAUNCH_GAP_MOST = 1000.0  # a step with this share of its GPU work in graph replays is graphed already
+LAUNCH_GAP_MOST = 1000.0
 
 
 def overhead(r: Reading) -> list[Finding]:
@@ -200,11 +200,12 @@ def overhead(r: Reading) -> list[Finding]:
         # the outermost op that asked for it: aten::is_nonzero is a Python `if t:`, aten::item a `.item()`
         where = Counter(next((box for box in c.launch_path if box.startswith("aten::")), c.launched_by or c.name)
                         for c in syncs).most_common(1)[0][0]
-        evidence += (f"; {times(r.per_step(len(syncs)))} a step a synchronize ({where}, {us(r.per_step(sum(c.dur for c in syncs)))})"
-                     ", where a compiled graph breaks")
+        waited = us(r.per_step(sum(c.dur for c in syncs)))
+        evidence += f"; {times(r.per_step(len(syncs)))} a step a synchronize ({where}, {waited}), where a compiled graph breaks"
     if any(op.name.startswith(VLLM_OP) for s in r.steps for op in s.ops):
         # a serving engine's step: its own switch, not a torch.compile the reader does not write
-        change = "LLM(..., enforce_eager=False)  # vLLM's default: its CUDA graphs replay the step (vllm serve without --enforce-eager)"
+        change = ("LLM(..., enforce_eager=False)  # vLLM's default: its CUDA graphs replay the step (vllm serve "
+                  "without --enforce-eager)")
     elif any(op.name.startswith(COMPILED) for s in r.steps for op in s.ops):
         # compiled already, without graphs (mode='max-autotune-no-cudagraphs', or the default mode)
         change = ("model = torch.compile(model, mode='reduce-overhead')  # compiled already: add CUDA graphs "
