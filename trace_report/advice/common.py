@@ -60,6 +60,11 @@ class Reading:
         return 1.0, max(slowdowns)
 
     @cached_property
+    def op_names(self) -> frozenset[str]:
+        """The names of the steps' ops, each once: a rule asks these before it walks 260k ops."""
+        return frozenset(op.name for step in self.steps for op in step.ops)
+
+    @cached_property
     def replay(self) -> Replay | None:
         target = self.unprofiled.wall_us_per_step if self.unprofiled is not None else None
         return replay(self.trace, self.slowdown, target if target and target > 0 else None)

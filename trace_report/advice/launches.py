@@ -186,7 +186,9 @@ def overhead(r: Reading) -> list[Finding]:
     # sync's and dataloader's findings come first. A tiny one (HF BERT's `if mask:`, 9 µs a step of a 4.3 ms step
     # the launches pace) leaves the rest of the step to the graphs: compile breaks its graph there.
     syncs = [c for s in r.steps for c in s.runtime if c.is_sync]
-    loading = [op for s in r.steps for op in s.ops if DATALOADER in op.name]
+    names = r.op_names
+    loading = [op for s in r.steps for op in s.ops if DATALOADER in op.name] if any(
+        DATALOADER in name for name in names) else []
     worth = WORTH_SHARE * r.step_us
     if r.per_step(sum(c.dur for c in syncs)) >= worth or r.per_step(sum(op.dur for op in loading)) >= worth:
         return []
@@ -202,11 +204,11 @@ def overhead(r: Reading) -> list[Finding]:
                         for c in syncs).most_common(1)[0][0]
         waited = us(r.per_step(sum(c.dur for c in syncs)))
         evidence += f"; {times(r.per_step(len(syncs)))} a step a synchronize ({where}, {waited}), where a compiled graph breaks"
-    if any(op.name.startswith(VLLM_OP) for s in r.steps for op in s.ops):
+    if any(name.startswith(VLLM_OP) for name in names):
         # a serving engine's step: its own switch, not a torch.compile the reader does not write
         change = ("LLM(..., enforce_eager=False)  # vLLM's default: its CUDA graphs replay the step (vllm serve "
                   "without --enforce-eager)")
-    elif any(op.name.startswith(COMPILED) for s in r.steps for op in s.ops):
+    elif any(name.startswith(COMPILED) for name in names):
         # compiled already, without graphs (mode='max-autotune-no-cudagraphs', or the default mode)
         change = ("model = torch.compile(model, mode='reduce-overhead')  # compiled already: add CUDA graphs "
                   "('max-autotune' captures them too); or a larger batch per launch")
