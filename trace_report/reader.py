@@ -46,6 +46,7 @@ from trace_report.model import MODULES_FROM_RANGES, MODULES_FROM_STACKS, WHOLE_T
 from trace_report.model import CpuOp, GpuWork, RuntimeCall, Step, Trace, skipped_reasons
 from trace_report.overlaps import clip_stream_overlaps, other_spans, undrawn
 from trace_report.python_frames import user_line
+from trace_report.timeline import devices_note
 from trace_report.source import ARG_KEYS, RAW, UNSET, Record, RecordArgs, TraceSource, args_dict, open_text, raw_value
 
 GPU_KINDS = {
@@ -400,6 +401,8 @@ class _Collector:
         device = gpu_label(device_properties, kernels, {call.name for call in self.runtime})
         if not self.gpu:
             notes.append("no GPU work in the trace: a CPU-only profile (or CUDA activity was not recorded)")
+        elif (several := devices_note(self.gpu)) is not None:
+            notes.append(several)
         return Trace(
             path,
             steps,

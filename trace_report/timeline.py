@@ -81,3 +81,23 @@ def uncovered(intervals: list[tuple[float, float]], cover: list[tuple[float, flo
             i += 1
         total += (end - start) - covered
     return total
+
+
+def devices_note(work: list) -> str | None:
+    """A note where the work ran on several GPUs of one process (its `pid`, the device's index in a torch.profiler
+    trace: `device_map="auto"` across GPUs, nn.DataParallel): the lane, the verdict and the idle time read them as one
+    GPU, busy while any of them is, and each one's own busy share of the window says how far that is from each. None
+    for one device."""
+    by_device: dict = {}
+    for w in work:
+        by_device.setdefault(w.pid, []).append(w)
+    if len(by_device) < 2:
+        return None
+    start = min(w.ts for w in work)
+    window = max(w.ts + w.dur for w in work) - start
+    if window <= 0:
+        return None
+    shares = ", ".join(f"device {device} {busy_time(items) / window:.0%}" for device, items in
+                       sorted(by_device.items(), key=lambda kv: str(kv[0])))
+    return (f"GPU work on {len(by_device)} devices in one process: the lane and the verdict read them as one GPU, "
+            f"busy while any of them is ({busy_time(work) / window:.0%} of the window); each device alone: {shares}")

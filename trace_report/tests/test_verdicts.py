@@ -123,6 +123,23 @@ def test_collectives_hidden_behind_compute_do_not_make_a_rank_communication_boun
 A100_DDP = WORLD / "a100_nccl_hta_step5.json.gz"  # a DDP ResNet rank on NCCL: 24% of its GPU time in all-reduces
 
 
+def test_gpu_work_on_two_devices_of_one_process_is_said_with_each_ones_share(tmp_path):
+    """A model split over two GPUs in one process (`device_map="auto"`): device 1 runs what device 0 ran, after it.
+    The lane reads them as one GPU, busy while either is; the note says so, and each device's own busy share."""
+    source = WORLD.parent / "h200" / "mlp_eager.json.gz"
+    data = json.loads(gzip.open(source, "rt").read())
+    gpu = [e for e in data["traceEvents"] if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    start = min(e["ts"] for e in gpu)
+    span = max(e["ts"] + e["dur"] for e in gpu) - start
+    data["traceEvents"] += [{**e, "pid": 1, "ts": e["ts"] + span, "args": {k: v for k, v in e.get("args", {}).items()
+                                                                         if k != "correlation"}} for e in gpu]
+    path = tmp_path / "two_devices.json"
+    path.write_text(json.dumps(data))
+    notes = [n for n in read_trace(path).notes if "devices in one process" in n]
+    assert len(notes) == 1 and "each device alone: device 0 48%, device 1 48%" in notes[0], notes
+    assert not any("devices in one process" in n for n in read_trace(source).notes)
+
+
 def test_a_compute_bound_verdict_names_what_overrides_the_tables_totals():
     """vLLM's decode rank: the table's totals say overhead-bound (31.9 ms of CPU against 13.9 ms of GPU), the GPU
     busy 84% of its window says compute-bound; its 6.5 µs of synchronize waits decide nothing, and the summary does not
