@@ -30,9 +30,9 @@ from profiling_in_pytorch.lesson.unprofiled import measure_step
 from trace_report.pace import _us
 
 SLACK = 0.25  # how far outside the predicted range a measured saving may fall, as a share of the nearest end
-# Turns of (before, after) per fix: 3, 6 timings, about 3 s a fix on a CPU. On an H200 host the least of 3 still
-# ranged 69-78 ms for the same step; 5 turns on an H100 host whose torch ops ran 30x slower on its 16 threads than on
-# one (sin on 256x512: 2.4 ms against 0.075) took the check past 430 s, where a reader waits for it.
+# Turns of (before, after) per fix: 3, 6 timings, about 3 s a fix on a CPU and 10-20 s on an H100 host (sync and
+# fp32-matmul, a 77 ms step). On an H200 host the least of 3 still ranged 69-78 ms for the same step: a miss within
+# that spread says so (Judged.spread_us), where 5 turns would make the reader wait longer for the same verdict.
 ROUNDS = {"cpu": 3, "cuda": 3}
 
 
