@@ -111,7 +111,8 @@ def out_of_place_copy(r: Reading) -> list[Finding]:
                 f"({r.per_step(spent) / r.step_us:.0%} of the step), then runs {main}_ on the copy")
     short = main.removeprefix("aten::")
     if short == "masked_fill":
-        change = "scores.masked_fill_(mask, float('-inf'))  # in place, where nothing reads scores before the fill"
+        change = ("x.masked_fill_(mask, value) in place of x = x.masked_fill(mask, value), where nothing else reads x "
+                  "before the fill (Part 3's attention: scores.masked_fill_(mask, float('-inf')))")
     else:
         change = f"x.{short}_(...) in place of x = x.{short}(...), where nothing else reads x afterwards"
     launchers = [w.launch.launcher for w, _ in copies if w.launch is not None and w.launch.launcher is not None]
