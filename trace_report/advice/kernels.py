@@ -185,7 +185,8 @@ def _attention(step: Step) -> list[tuple[CpuOp, float, float, float | None, bool
         if op.name == MATH and MATH not in op.path:
             cost = op_cost(op) if op.input_dims else None
             flops = cost.flops if cost is not None else None
-            causal = len(op.concrete_inputs) > 5 and op.concrete_inputs[5] == "True"
+            # is_causal, where the trace recorded the op's concrete inputs (record_shapes); None where it did not
+            causal = op.concrete_inputs[5] == "True" if len(op.concrete_inputs) > 5 else None
             found.append((op, op.ts, op.ts + op.dur, flops, causal, "SDPA's math path"))
         elif op.input_dims and not op.is_label:
             by_thread.setdefault((op.pid, op.tid, op.path), []).append(op)
@@ -227,10 +228,10 @@ def attention_math(r: Reading) -> list[Finding]:
     if not all_found:
         return []
     gpu = sum(w.dur for _, work in all_found for w in work)
+    known_causal = all(a[5] == "SDPA's math path" for a, _ in all_found)  # is_causal read, not a mask guessed at
     if all(a[3] for a, _ in all_found):
         flops = sum(a[3] for a, _ in all_found)
         halved = sum(a[3] / 2 if a[4] else a[3] for a, _ in all_found)
-        known_causal = all(a[5] == "SDPA's math path" for a, _ in all_found)
         slow = (halved if known_causal else flops) / (FUSED_SHARE[0] * peak * 1e6)
         fast = halved / (FUSED_SHARE[1] * peak * 1e6)
         keep = (min(1.0, fast / gpu), min(1.0, slow / gpu))
@@ -254,8 +255,16 @@ def attention_math(r: Reading) -> list[Finding]:
                 f"{us(gpu / r.n)} on the GPU ({gpu / r.n / r.step_us:.0%} of the step)"
                 f"{', in fp32' if fp32 else ''}; the [L, S] scores go through memory between them")
     cast = " on bf16 q, k, v (flash and cuDNN take fp16/bf16 only)" if fp32 else ""
-    change = ("out = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # fused: flash, efficient or cuDNN"
-              f"{cast}; no math-only sdpa_kernel(SDPBackend.MATH) around it")
+    # the mask as the trace shows it: SDPA's is_causal, or a masked_fill between the scores and the softmax (causal
+    # in Part 3; a padding mask goes in attn_mask); an encoder's attention has none
+    masks = {a[4] for a, _ in all_found}
+    args, note = "q, k, v, is_causal=...", " (is_causal as your attention's: record_shapes=True records it)"
+    if masks == {True}:
+        args, note = "q, k, v, is_causal=True", "" if known_causal else " (a padding mask: attn_mask=mask instead)"
+    elif masks == {False}:
+        args, note = "q, k, v", ""
+    change = (f"out = F.scaled_dot_product_attention({args})  # fused: flash, efficient or cuDNN{cast}{note}; no "
+              "math-only sdpa_kernel(SDPBackend.MATH) around it")
     basis = r.basis(f"{how}; the forward's only (a training step's backward gains as much again, not counted)")
     return [Finding("attention-math", "attention in separate kernels, not a fused one", evidence, change, saving,
                     r.step_us, basis, source_of(attention_math), where=where_of(a[0] for a, _ in all_found),

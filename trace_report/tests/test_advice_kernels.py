@@ -47,6 +47,15 @@ def test_out_of_place_copy_silent_in_place(path):
     assert _advice(path).finding("out-of-place-copy") is None
 
 
+def test_attention_math_says_the_mask_the_trace_shows():
+    """Part 3's naive attention masks its scores before the softmax: is_causal=True (a padding mask would go in
+    attn_mask); SDPA's math path recorded without shapes does not say is_causal, and the change does not guess it."""
+    naive = _advice(H100 / "04_a_naive_attention" / "8_16_1024_64_shapes_eager.json.gz").finding("attention-math")
+    assert "scaled_dot_product_attention(q, k, v, is_causal=True)" in naive.change, naive.change
+    math = _advice(H200 / "04_c_sdpa_attention" / "8_16_1024_64_math_eager.json.gz").finding("attention-math")
+    assert "scaled_dot_product_attention(q, k, v, is_causal=...)" in math.change, math.change
+
+
 def test_attention_math_fires_on_sdpa_math_and_saving_matches_the_fused_traces():
     found = _advice(H200 / "04_c_sdpa_attention" / "8_16_1024_64_math_eager.json.gz").finding("attention-math")
     assert found is not None and "SDPA's math path" in found.evidence
