@@ -102,7 +102,10 @@ def fp32_matmul(r: Reading) -> list[Finding]:
         change = "with torch.autocast('cuda', dtype=torch.bfloat16):"
         unit = f"bf16 on {peak.name}'s matrix cores"
     else:
-        change = "torch.backends.cuda.matmul.allow_tf32 = True  (or bf16: with torch.autocast('cuda', dtype=torch.bfloat16):)"
+        # the spelling every torch since 1.12 takes, with no warning on 2.15: allow_tf32 gave way to fp32_precision in
+        # 2.9, and a process that sets both gets a RuntimeError when the precision is read (lesson 12's tf32_matmuls)
+        change = ("torch.set_float32_matmul_precision('high')  # TF32 matmuls (or bf16: with torch.autocast('cuda', "
+                  "dtype=torch.bfloat16):)")
         unit = f"TF32 on {peak.name}'s tensor cores"
     basis = (f"{unit}, {fast:g} against {slow:g} TFLOP/s ({found.how}): each such kernel keeps {keep[0]:.0%}-"
              f"{keep[1]:.0%} of its time ({FP32_EFFICIENCY[0]:.0%}-{FP32_EFFICIENCY[1]:.0%} of the fp32 peak now, "
