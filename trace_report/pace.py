@@ -180,8 +180,11 @@ def verdict(trace: Trace) -> Verdict:
     elif issue > gpu_total and busy < BUSY_SHARE * window:
         kind = "overhead-bound"
         why = "issuing the work takes the CPU longer than the GPU takes to run it, so the GPU waits for launches"
-        if cause != "launches":
+        if cause not in (None, "launches"):
             why = CAUSES[cause]
+        elif cause is None and not starved:  # no idle stretch inside the steps, no launch ever waited on
+            why = (f"the CPU works {_us(issue / n)} a step against the GPU's {_us(gpu_total / n)}, and the GPU idles "
+                   "with nothing launched: the step's time is the CPU's own work, not its launches")
     elif issue > gpu_total:
         kind = "compute-bound"
         why = (f"the GPU is busy {busy / window:.0%} of its window: the CPU's ops take longer than the GPU's work "

@@ -86,6 +86,7 @@ _SCALAR = (int, float, str)
 _NUMBER = (int, float)
 _NAN = float("nan")
 isfinite = math.isfinite
+_HOST_CATS = {"trace", "cuda_sync", "gpu_user_annotation", "fwdbwd", "python_function"}  # no device's own work
 _INSTANCE = re.compile(r"_\d+$")  # `nn.Module: Linear_3`: torch numbers a type's instances; the type is `Linear`
 
 
@@ -161,6 +162,7 @@ class _Collector:
         # pid, tid, ts, dur of the "X" events of categories read for nothing else (a stream's gpu_user_annotation and
         # cuda_sync, ...): a few dozen in a profiler's trace, for what Perfetto drops beside the GPU work (overlaps.other_spans)
         self.other_boxes: list[tuple] = []
+        self.unread: Counter = Counter()  # those categories, by name: a device this reader does not read (MTIA's)
 
     def add(self, ev: Any) -> None:
         """One event, as the source's Record (`source.Record`: the fields read here, `args` a RecordArgs)."""
@@ -179,6 +181,7 @@ class _Collector:
                 kind = _KIND_OF_CAT.get(cat)
                 if kind is None:  # a category we do not read; its box may still cross the GPU work on a stream
                     self.other_boxes.append((ev.pid, ev.tid, ev.ts, ev.dur))
+                    self.unread[cat] += 1
                     return
             ts, dur, name, args, pid, tid = ev.ts, ev.dur, ev.name, ev.args, ev.pid, ev.tid
             why = None
@@ -400,7 +403,11 @@ class _Collector:
         kernels = {work.name for work in self.gpu if work.kind == "kernel"}
         device = gpu_label(device_properties, kernels, {call.name for call in self.runtime})
         if not self.gpu:
-            notes.append("no GPU work in the trace: a CPU-only profile (or CUDA activity was not recorded)")
+            unread = [f"{cat} ×{n:,}" for cat, n in self.unread.most_common() if cat not in _HOST_CATS][:3]
+            notes.append("no GPU work in the trace: a CPU-only profile (or CUDA activity was not recorded)" + (
+                f"; it holds events of categories this reader does not read: {', '.join(unread)} (a device's or a "
+                "profiler mode's it does not know, MTIA's, CUPTI's range profiler: the tables leave them out)"
+                if unread else ""))
         elif (several := devices_note(self.gpu)) is not None:
             notes.append(several)
         return Trace(

@@ -502,7 +502,8 @@ def print_summary(summary: Summary, console: Console, *, rows: int | None = None
     unit = "kernels, memsets and memcpys" if summary.on_gpu else "CPU ops"
     console.print(
         f"[bold]Where the {escape(what)} goes[/bold] · {_us(summary.total_us / n)} per step over {n} step"
-        f"{'s' if n != 1 else ''} · {summary.items / n:,.0f} {unit} per step"
+        f"{'s' if n != 1 else ''} · {_count(summary.items / n) if summary.items < 10 * n else f'{summary.items / n:,.0f}'} "
+        f"{unit} per step"  # one kernel over two steps is 0.5 a step, not 0
     )
     for note in summary.notes:
         console.print(f"[yellow]note:[/yellow] {escape(note)}")

@@ -180,8 +180,11 @@ def overhead(r: Reading) -> list[Finding]:
         return []
     if (v.graph_share or 0.0) >= GRAPHED_SHARE:
         return []  # already replayed from CUDA graphs: what is left is the host's work around the replays
-    if v.launch_waits and (v.launch_wait_us or 0.0) / v.launch_waits > LAUNCH_GAP_MOST:
-        return []  # the CPU does other work between launches, which no graph takes away
+    launches = sum(len(s.runtime) for s in r.steps) / r.n
+    if not v.launch_waits or (v.launch_wait_us or 0.0) / v.launch_waits > LAUNCH_GAP_MOST:
+        return []  # the GPU never waited on a launch, or the CPU does other work between them: no graph takes that away
+    if not launches or v.cpu_us_per_step / launches > LAUNCH_GAP_MOST:
+        return []  # milliseconds of CPU a launch call (an HTA test trace: 111 ms over 2 calls a step) are not launches
     # A graph cannot hold a synchronisation, and the batch's making stays outside any graph: where those weigh, the
     # sync's and dataloader's findings come first. A tiny one (HF BERT's `if mask:`, 9 µs a step of a 4.3 ms step
     # the launches pace) leaves the rest of the step to the graphs: compile breaks its graph there.
@@ -194,7 +197,6 @@ def overhead(r: Reading) -> list[Finding]:
         return []
 
     saving = scaled_saving(r.replay, GRAPH_CPU_KEEP)
-    launches = sum(len(s.runtime) for s in r.steps) / r.n
     evidence = (f"{v.kind}: the GPU waited on launches {v.launch_waits or 0} times ({us(v.launch_wait_us or 0)}, "
                 f"{(v.launch_wait_fraction or 0):.0%} of its window); {launches:,.0f} runtime calls a step, the CPU "
                 f"issuing for {us(v.cpu_us_per_step)} against {us(v.gpu_busy_us_per_step or 0)} of GPU work")

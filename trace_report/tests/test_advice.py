@@ -180,6 +180,7 @@ def test_a_step_with_nothing_worth_changing_says_so_in_one_line():
 # DDP step whose GPU waits while no thread launches (cuDNN's first calls; DDP's unflatten, 15 ms).
 EXPECTED_HOST_WORLD = {
     "a100_alexnet_cudnn_hta.json.gz": {"host-gaps"},
+    "a100_event_sync_two_streams_hta.json.gz": {"host-gaps"},  # 18.6 ms of the host's own Python between two GEMMs
     "a100_nccl_hta_step5.json.gz": {"host-gaps", "overhead"},
     "b200_vllm_eager_tp8_rank0_60to90ms.json.gz": {"overhead"},
     "b300_sm103_moe_microbench.json.gz": {"sync"},
@@ -216,6 +217,22 @@ def test_a_gpu_idle_while_no_thread_launches_names_what_ran():
     finding = trace_report.read(WORLD / "a100_alexnet_cudnn_hta.json.gz").advice.finding("host-gaps")
     assert finding is not None and "aten::conv2d" in finding.evidence, finding
     assert finding.saving_us[0] == 0 and "warmup" in finding.change
+
+
+def test_a_step_whose_gpu_never_waited_on_a_launch_is_told_no_cuda_graphs():
+    """HTA's trace-compare test trace: 111 ms of CPU ops a step, 2 runtime calls, one 2 µs kernel, no idle stretch
+    inside the steps. It once stopped the report (a verdict cause of None) and promised CUDA graphs 26-100 ms."""
+    report = trace_report.read(WORLD / "hta_trace_compare_cpu_heavy.json.gz")
+    assert report.verdict.kind == "overhead-bound" and report.verdict.cause is None
+    assert "the GPU idles with nothing launched: the step's time is the CPU's own work" in report.verdict.summary
+    assert report.advice.finding("overhead") is None, report.advice.rules
+
+
+def test_device_events_the_reader_does_not_read_are_named():
+    """CUPTI's range profiler wrote 77 cuda_profiler_range events in place of kernels: the note names them."""
+    notes = trace_report.read(WORLD / "a100_cupti_range_profiler_hta.json.gz").trace.notes
+    assert any("cuda_profiler_range ×77" in note for note in notes), notes
+    assert not any("does not read" in note for note in trace_report.read(WORLD / "cpu_only_hta.json.gz").trace.notes)
 
 
 # --- the verdict names the cause --------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ class World:
     """One fixture and what a reader of it knows."""
 
     file: str
-    arch: str  # "gfx942", "sm90", ...: in the device label; "" for a trace with no GPU
+    arch: str  # "gfx942", "sm90", ...: in the device label; "nvidia" where nothing names one; "" for no GPU
     rules: tuple[tuple[str, str], ...] = ()  # (regex on a kernel's name, the kind every such kernel does)
     top: str | None = None  # the kind of the kernel (name and launching op) with the most GPU time
     properties: bool = True  # the trace carries deviceProperties
@@ -137,6 +137,10 @@ WORLDS = [
         (r"cudnn::bn_(fw|bw)", NORMALIZATION),
     ), top=CONVOLUTION, properties=False),
     World("cpu_only_hta.json.gz", "", properties=False),
+    World("a100_event_sync_two_streams_hta.json.gz", "sm80", ((r"^ampere_sgemm", GEMM),), top=GEMM),
+    World("a100_cupti_range_profiler_hta.json.gz", ""),  # its kernels are CUPTI ranges, no kernel events
+    World("hta_trace_compare_cpu_heavy.json.gz", "nvidia", ((r"vectorized_elementwise_kernel", ELEMENTWISE),),
+          properties=False),  # its one kernel names no architecture
     World("h100_resnet50_train_suite.json.gz", "sm90", (
         (r"^sm90_xmma_(fprop|dgrad|wgrad)_|cutlass_tensorop_\w*fprop", CONVOLUTION),
         (r"batch_norm_\w*channels_last", NORMALIZATION),
@@ -216,7 +220,9 @@ def test_the_gpu_is_named(world):
     trace, _ = _read(world.file)
     properties = trace.device_properties
     assert bool(properties) is world.properties
-    if world.arch.startswith("sm") and properties:
+    if world.arch == "nvidia":  # CUDA's runtime calls, no properties, no architecture in any kernel's name
+        assert trace.device == "an NVIDIA GPU (no device properties; its kernels do not name an architecture)"
+    elif world.arch.startswith("sm") and properties:
         # NVIDIA: the compute capability the properties give, as an sm
         assert trace.device == f"{properties['name']} (sm{properties['computeMajor']}{properties['computeMinor']})"
     elif world.arch.startswith("sm"):
