@@ -293,6 +293,13 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
+def test_an_execution_trace_is_named_and_sent_to_its_profiler_trace(tmp_path):
+    # ExecutionTraceObserver's JSON (HTA's tests hold one beside its Kineto trace): a graph of ops, no traceEvents
+    et = write(tmp_path / "et.json", json.dumps({"schema": "1.0.1", "pid": 7, "time": "x", "nodes": [{"id": 1}]}))
+    line = one_line(run_script("-m", "trace_report.report", str(et)), 2)
+    assert "a PyTorch execution trace (its 'nodes', schema 1.0.1)" in line and "torch.profiler trace" in line, line
+
+
 def test_json_whose_fields_are_not_a_profilers_is_one_line(tmp_path):
     events = [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 2, "pid": [1], "tid": {"a": 1},
                "args": {"correlation": [1]}}]

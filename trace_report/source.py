@@ -234,6 +234,11 @@ class TraceSource:
             elif ch != "}":
                 self._malformed("expected ',' or '}'")
         if not seen_events:
+            if "nodes" in self.meta and "schema" in self.meta:  # ExecutionTraceObserver's graph of ops, no times
+                schema = self.meta["schema"]
+                schema = f", schema {schema}" if isinstance(schema, str) and len(schema) < 20 else ""
+                raise UsageError(f"{self.path}: a PyTorch execution trace (its 'nodes'{schema}), not a Chrome trace: "
+                                 "give the torch.profiler trace recorded beside it")
             raise UsageError(f"{self.path}: no traceEvents: JSON, but not a Chrome trace from torch.profiler")
         self._end()
 
