@@ -95,7 +95,7 @@ def loop_kernels(r: Reading) -> list[Finding]:
 
     Sources: torch.profiler's pattern matcher (ForLoopIndexingPattern), the PyTorch performance tuning guide."""
     memo = _LoopMemo()
-    per_step = {id(s): _loops(s, memo) for s in r.steps}
+    per_step = {id(s): [(ops, n) for ops, n in _loops(s, memo) if not _a_layer(ops)] for s in r.steps}
     loops = [(ops, n) for found in per_step.values() for ops, n in found]
     if not loops:
         return []
@@ -111,7 +111,8 @@ def loop_kernels(r: Reading) -> list[Finding]:
 
     def spans(step: Step):
         if id(step) not in spans_by_step:
-            found = per_step[id(step)] if id(step) in per_step else _loops(step, memo)
+            found = per_step[id(step)] if id(step) in per_step else [
+                (ops, n) for ops, n in _loops(step, memo) if not _a_layer(ops)]
             items = [o for ops, _ in found for o in ops]
             # the backward's nodes for the loop's ops, on autograd's thread: one per op and row
             items += [o for o in step.ops if o.name.startswith("autograd::engine::evaluate_function: ")
@@ -147,6 +148,17 @@ def loop_kernels(r: Reading) -> list[Finding]:
     return [Finding("loop-kernels", "a Python loop over rows, a few tiny kernels each", evidence, change, saving,
                     r.step_us, basis, source_of(loop_kernels), where=where_of(ops),
                     count_per_step=n * r.per_step(len(loops)))]
+
+
+# What a model's layer does and a row's work does not: a layer's weights (linear), its attention, its collective. A
+# loop whose body holds one is the model's loop over its layers (vLLM's 25-79 a step, each with its attention and
+# all-reduce), which no vectorised op replaces: the launches' finding weighs it. Mamba's reference scan, one step of
+# the sequence per iteration, multiplies activations (aten::matmul) and stays a loop over rows.
+LAYER_OPS = ("aten::linear", "aten::addmm", "attention", "flash", "all_reduce", "all_gather", "c10d::", "nccl")
+
+
+def _a_layer(ops: list[CpuOp]) -> bool:
+    return any(marker in op.name for op in ops for marker in LAYER_OPS)
 
 
 def _backward_of(node: str, op: str) -> bool:
