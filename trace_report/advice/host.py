@@ -439,8 +439,10 @@ def host_gaps(r: Reading) -> list[Finding]:
 
     Sources: HTA's critical path (the CPU's own work against launch overhead), Nsight Systems' expert rule for GPU
     gaps."""
-    if not r.verdict.idle_by_cause_us.get("host work"):
-        return []  # the verdict's count: the stretches are walked again only where it found some
+    if not r.verdict.idle_by_cause_us.get("host work") or r.verdict.kind == "CUDA graph capture":
+        # the verdict's count: the stretches are walked again only where it found some; a window that captures a
+        # graph launches nothing to the GPU while it records (vLLM's capture traces)
+        return []
     stretches = [s for s in idle_stretches(r.trace) if s.cause == "host work"]
     if not stretches or r.replay is None:
         return []

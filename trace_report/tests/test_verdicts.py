@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+import trace_report as trace_report_api
+
 from trace_report.kernels import COMMUNICATION, kind_of_kernel
 from trace_report.pace import COMMUNICATION_SHARE, verdict
 from trace_report.reader import read_trace
@@ -104,6 +106,28 @@ def test_a_window_that_captures_a_graph_says_so_not_overhead_bound(tmp_path):
     assert "cudaStreamBeginCapture ×1" in judged.summary and "queue no GPU work" in judged.summary
     launches = [e for e in events if e["name"] == "cudaLaunchKernel"]
     assert sum(e["dur"] for e in launches) > 10 * 1.0  # without the capture it would read overhead-bound
+
+
+def test_a_capture_windows_quiet_host_is_no_finding(tmp_path):
+    """While a graph is captured the host launches nothing to the GPU (vLLM's capture traces): the 20 ms before the
+    next real launch is host work by the verdict's count, and no host-gaps finding."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0.0, "dur": 30_000.0,
+               "args": {}}]
+    calls = [(10.0, "cudaMemsetAsync", 1), (20.0, "cudaStreamBeginCapture", None)]
+    calls += [(30.0 + 20 * i, "cudaLaunchKernel", None) for i in range(40)]
+    calls += [(900.0, "cudaStreamEndCapture", None), (21_000.0, "cudaMemsetAsync", 2)]
+    for ts, name, correlation in calls:
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": 5.0,
+                       "args": {"correlation": correlation if correlation else int(ts) + 100}})
+    for ts, correlation in ((16.0, 1), (21_006.0, 2)):
+        events.append({"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)", "pid": 0, "tid": 7, "ts": ts,
+                       "dur": 1.0, "args": {"correlation": correlation}})
+    path = tmp_path / "capture_quiet.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    report = trace_report_api.read(path)
+    assert report.verdict.kind == "CUDA graph capture"
+    assert report.verdict.idle_by_cause_us.get("host work", 0) > 10_000
+    assert report.advice.finding("host-gaps") is None
 
 
 def test_collectives_hidden_behind_compute_do_not_make_a_rank_communication_bound():
