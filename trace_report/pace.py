@@ -190,7 +190,10 @@ def verdict(trace: Trace) -> Verdict:
         why = (f"the GPU is busy {busy / window:.0%} of its window: the CPU's ops take longer than the GPU's work "
                f"({_us(issue / n)} against {_us(gpu_total / n)} a step) but run beside it, so the GPU's work sets the "
                "pace")
-    elif starved_share >= STARVED_SHARE or cause not in (None, "launches") and idle_share >= STARVED_SHARE:
+    elif starved_share >= STARVED_SHARE or cause not in (None, "launches") and (
+            idle_share >= STARVED_SHARE or by_cause[cause] >= (1 - BUSY_SHARE) * window):
+        # a fifth of the window or more idle on the loader or a sync is not a GPU setting the pace (an OWLv2 step on
+        # an H100: 46% of its window waiting on a DataLoader without workers, its GPU 53% busy)
         kind = "overhead-bound"
         why = (
             f"the GPU sat idle waiting for the next launch {starved_share:.0%} of its window: the recorded ops "
@@ -285,7 +288,7 @@ CAUSES = {
                        "waits for the CPU's next launch",
     "pageable copies": "the GPU idles around copies from pageable host memory: CUDA makes each wait for the stream and "
                        "the CPU wait for the copy, so nothing is queued behind it",
-    "data loading": "the GPU idles while the training loop's thread makes the next batch (a DataLoader without "
+    "data loading": "the GPU idles while the loop's own thread makes the next batch (a DataLoader without "
                     "workers)",
     "queued work": "the GPU idles with its next work already launched: that work waits on something the trace does "
                    "not show running (another stream's event, another process's work), not on this CPU's launches",

@@ -108,6 +108,26 @@ def test_a_window_that_captures_a_graph_says_so_not_overhead_bound(tmp_path):
     assert sum(e["dur"] for e in launches) > 10 * 1.0  # without the capture it would read overhead-bound
 
 
+def test_a_fifth_of_the_window_on_the_loader_is_not_compute_bound(tmp_path):
+    """An OWLv2 step on an H100 (TraceLens' tests): its GPU busy 53% of its window, idle 46% while a DataLoader
+    without workers makes the next batch, its CPU issuing less than the GPU runs (most of its time a synchronize).
+    Cut to that: two kernels, the loader between them, a sync on the second; 28% of the window idle on the loader."""
+    def x(cat, name, ts, dur, pid=1, tid=1, **args):
+        return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+    events = [x("cpu_op", "ProfilerStep#1", 0.0, 7100.0),
+              x("cpu_op", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 2100.0, 1800.0),
+              x("cuda_runtime", "cudaLaunchKernel", 10.0, 5.0, correlation=1),
+              x("kernel", "gemm", 20.0, 2000.0, pid=0, tid=7, correlation=1),
+              x("cuda_runtime", "cudaLaunchKernel", 3950.0, 5.0, correlation=2),
+              x("kernel", "gemm", 4000.0, 3000.0, pid=0, tid=7, correlation=2),
+              x("cuda_runtime", "cudaStreamSynchronize", 4010.0, 2990.0, correlation=3)]
+    path = tmp_path / "loader.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    judged = verdict(read_trace(path))
+    assert judged.kind == "overhead-bound" and judged.cause == "data loading", judged.summary
+    assert "makes the next batch" in judged.summary
+
+
 def test_a_capture_windows_quiet_host_is_no_finding(tmp_path):
     """While a graph is captured the host launches nothing to the GPU (vLLM's capture traces): the 20 ms before the
     next real launch is host work by the verdict's count, and no host-gaps finding."""
