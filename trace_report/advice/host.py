@@ -45,6 +45,14 @@ FACTORY = ("aten::arange", "aten::ones", "aten::zeros", "aten::full", "aten::tri
            "aten::scalar_tensor")
 
 
+# torch.tensor(data) and torch.as_tensor(array): a step's input from Python or NumPy where it is large (a TimeSformer
+# benchmark's 38.5 MB of frames a step in TraceLens' tests), which no device makes: the copy stays, pageable-copy's
+FROM_DATA = ("aten::lift_fresh",)
+USER_CALL = {"aten::lift_fresh": "tensor", "aten::scalar_tensor": "tensor"}  # the Python call an aten op comes from
+DATA_BYTES = 1 << 20
+RANDOM = ("aten::rand", "aten::randn", "aten::randint")  # new values each step: made on the device, not made once
+
+
 def _link_gbs(trace) -> float:
     return LINK_GBS.get(architecture(trace) or "", DEFAULT_LINK_GBS)
 
@@ -340,6 +348,10 @@ def _built_on_cpu(step: Step) -> list[tuple[CpuOp, list[CpuOp]]]:
               and w.launch is not None and w.launch.launcher is not None]
     if not copies:
         return []
+    nbytes = Counter()  # per copying op: the bytes it copied
+    for w in step.gpu:
+        if w.kind == "memcpy" and w.launch is not None and w.launch.launcher is not None:
+            nbytes[id(w.launch.launcher)] += (w.comm_args or {}).get("bytes", 0) or 0
     by_thread: dict[tuple, list[CpuOp]] = {}
     for op in step.ops:
         if not op.is_label and _top_level(op):
@@ -363,7 +375,7 @@ def _built_on_cpu(step: Step) -> list[tuple[CpuOp, list[CpuOp]]]:
             if o.name in FACTORY:
                 made.extend(earlier)
                 earlier = []
-        if made:
+        if made and not (all(o.name in FROM_DATA for o in made if o.name in FACTORY) and nbytes[id(op)] >= DATA_BYTES):
             found.append((op, made))
     return found
 
@@ -414,14 +426,11 @@ def cpu_built_tensor(r: Reading) -> list[Finding]:
                     where=where_of(op for op, _ in found), count_per_step=r.per_step(len(found)))]
 
 
-RANDOM = ("aten::rand", "aten::randn", "aten::randint")  # new values each step: made on the device, not made once
-
-
 def _device_change(makers: Counter) -> str:
     """The change for the tensors its makers build: random ones are made on the device each step (a constant would
     change what the script does); the others once, before the loop."""
     maker = makers.most_common(1)[0][0]
-    call = f"torch.{maker.removeprefix('aten::')}(..., device='cuda')"
+    call = f"torch.{USER_CALL.get(maker, maker.removeprefix('aten::'))}(..., device='cuda')"
     if all(name in RANDOM for name in makers):
         return f"make it on the GPU, with no copy: {call}"
     return f"build it once, on the GPU, before the loop: {call} (or keep it as a module's buffer)"

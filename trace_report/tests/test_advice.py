@@ -4,6 +4,7 @@ the advice in --json, in the printed report and from Python."""
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import pytest
@@ -89,6 +90,25 @@ def test_a_tensor_made_with_randn_on_the_cpu_every_step_is_found():
     assert finding is not None and "aten::randn" in finding.evidence
     # new random values each step: made on the device, not "once, before the loop" (that would change the script)
     assert "torch.randn(..., device='cuda')" in finding.change and "once" not in finding.change, finding.change
+
+
+@pytest.mark.parametrize("nbytes, found", [(4 << 20, False), (4 << 10, True)])
+def test_a_tensor_from_the_hosts_data_is_no_constant_where_it_is_large(tmp_path, nbytes, found):
+    """torch.tensor(data) (aten::lift_fresh) then .to('cuda'): a step's input where it is megabytes (a TimeSformer
+    benchmark's 38.5 MB of frames a step in TraceLens' tests), which no device can make; a constant where small. The
+    toy's randn made the same way, renamed."""
+    doc = json.loads(gzip.open(CPU_RANDN_TOY, "rt").read())
+    for event in doc["traceEvents"]:
+        if event.get("name") == "aten::randn":
+            event["name"] = "aten::lift_fresh"
+        if event.get("cat") == "gpu_memcpy":
+            event.setdefault("args", {})["bytes"] = nbytes
+    path = tmp_path / "from_data.json"
+    path.write_text(json.dumps(doc))
+    finding = trace_report.read(path).advice.finding("cpu-built-tensor")
+    assert (finding is not None) is found
+    if found:
+        assert "torch.tensor(..., device='cuda')" in finding.change, finding.change
 
 
 def test_a_loop_in_an_inference_step_claims_no_backward():
