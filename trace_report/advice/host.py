@@ -342,8 +342,10 @@ def _top_level(op: CpuOp) -> bool:
 
 def _built_on_cpu(step: Step) -> list[tuple[CpuOp, list[CpuOp]]]:
     """Each host-to-device copy of the step whose source the step built on the CPU just before, from factory ops called
-    from Python (`torch.arange(...)`, `torch.ones(...)`, then `.to('cuda')`), with the ops that made it: the factory ops and those after them (`* freqs`, `torch.stack`). The batch a DataLoader
-    made is no such tensor: the walk back stops at the loader, as at any op that launched GPU work."""
+    from Python (`torch.arange(...)`, `torch.ones(...)`, then `.to('cuda')`), with the ops that made it: the factory
+    ops and those after them (`* freqs`, `torch.stack`). The batch a DataLoader made is no such tensor: the walk back
+    stops at the loader, as at any op that launched GPU work; nor is a megabyte or more of the host's data turned into
+    a tensor (FROM_DATA)."""
     copies = [w.launch.launcher for w in step.gpu if w.kind == "memcpy" and "HtoD" in w.name
               and w.launch is not None and w.launch.launcher is not None]
     if not copies:
