@@ -300,6 +300,12 @@ def test_an_execution_trace_is_named_and_sent_to_its_profiler_trace(tmp_path):
     assert "a PyTorch execution trace (its 'nodes', schema 1.0.1)" in line and "torch.profiler trace" in line, line
 
 
+def test_a_rocprofv3_json_is_named(tmp_path):
+    rocprof = write(tmp_path / "results.json", json.dumps({"rocprofiler-sdk-tool": [{"metadata": {"pid": 908}}]}))
+    line = one_line(run_script("-m", "trace_report.report", str(rocprof)), 2)
+    assert "a rocprofv3 JSON (rocprofiler-sdk-tool)" in line, line
+
+
 def test_json_whose_fields_are_not_a_profilers_is_one_line(tmp_path):
     events = [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 2, "pid": [1], "tid": {"a": 1},
                "args": {"correlation": [1]}}]

@@ -239,6 +239,9 @@ class TraceSource:
                 schema = f", schema {schema}" if isinstance(schema, str) and len(schema) < 20 else ""
                 raise UsageError(f"{self.path}: a PyTorch execution trace (its 'nodes'{schema}), not a Chrome trace: "
                                  "give the torch.profiler trace recorded beside it")
+            if "rocprofiler-sdk-tool" in self.meta:  # rocprofv3's own JSON: kernels with no op or step around them
+                raise UsageError(f"{self.path}: a rocprofv3 JSON (rocprofiler-sdk-tool), not a Chrome trace from "
+                                 "torch.profiler: profile the run with torch.profiler for its ops and steps")
             raise UsageError(f"{self.path}: no traceEvents: JSON, but not a Chrome trace from torch.profiler")
         self._end()
 
