@@ -326,7 +326,7 @@ class IdleStretch:
     end: float
     cause: str  # one of IDLE_CAUSES
     work: object  # the GpuWork that ran next
-    quiet_from: float | None = None  # host work: when the launching thread's last launch call before it returned
+    quiet_from: float | None = None  # host work: when the last launch call before it (any thread's) returned
 
 
 _walked: tuple = (None, [])  # (a weak reference to the last trace walked, its stretches): the verdict's walk, reused
@@ -347,10 +347,10 @@ def _idle_stretches(trace: Trace) -> list[IdleStretch]:
     """The GPU's idle stretches inside the steps (over MIN_GAP_US), each by what the GPU waited on: "data loading" (a
     DataLoader's `__next__` runs during the stretch), "pageable copies" or "synchronization" (a synchronize call, or a
     pageable copy's, returns during it or was waiting as it began: the CPU held back until the GPU drained), "host
-    work" (no thread made a launch call for HOST_WORK_US over most of it), "queued work"
-    (that work started QUEUED_US or more after its launch returned), else "launches" (the CPU had not yet issued the
-    next work). Each stretch goes to one cause, in that order. In the spirit of HTA's critical path, which tells data
-    loading apart from launch overhead."""
+    work" (no thread made a launch call for HOST_WORK_US over most of it), "queued work" (the next work started
+    QUEUED_US or more after its launch returned), else "launches" (the CPU had not yet issued the next work). Each
+    stretch goes to one cause, in that order. In the spirit of HTA's critical path, which tells data loading apart from
+    launch overhead."""
     lane = [w for step in trace.steps for w in step.gpu]
     if not lane:
         return []
