@@ -11,7 +11,6 @@ and captures are said as such: a replay's kernels cost no launch each, a capture
 from __future__ import annotations
 
 import bisect
-import weakref
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -63,10 +62,12 @@ class Verdict:
     # totals, the window and the idle time, never in a per-step figure, so that these agree with the summary's
     outside_gpu_us: float = 0.0
     outside_gpu_items: int = 0
-    # What the GPU's idle time in the steps waited on, µs by cause (idle_causes), and the cause of an overhead-bound
+    # What the GPU's idle time in the steps waited on, µs by cause (idle_stretches), and the cause of an overhead-bound
     # verdict: "launches", "synchronization", "pageable copies" or "data loading"
     idle_by_cause_us: dict = field(default_factory=dict)
     cause: str | None = None
+    # the stretches themselves, for the advice's host-gaps (40k in a grown Mamba trace: walked once, here)
+    idle_stretches: list = field(default_factory=list, repr=False, compare=False)
 
     def to_dict(self) -> dict:
         return {
@@ -161,7 +162,8 @@ def verdict(trace: Trace) -> Verdict:
 
     if not cpu_side:
         return _gpu_only(trace, lane, busy, window, comm_share, graph_share)
-    by_cause = idle_causes(trace)
+    stretches = idle_stretches(trace)
+    by_cause = _idle_causes(stretches)
     idle_share = sum(by_cause.values()) / window if window > 0 else 0.0
     cause = max(by_cause, key=by_cause.get) if by_cause and max(by_cause.values()) > 0 else None
     capture = _capture_calls(trace, lane)
@@ -278,6 +280,7 @@ def verdict(trace: Trace) -> Verdict:
         outside_gpu_items=len(outside),
         idle_by_cause_us=by_cause,
         cause=cause if kind == "overhead-bound" else None,
+        idle_stretches=stretches,
     )
 
 
@@ -307,10 +310,10 @@ QUEUED_US = 1000.0
 HOST_WORK_US = 10_000.0
 
 
-def idle_causes(trace: Trace) -> dict[str, float]:
-    """The GPU's idle time inside the steps, µs by what it waited on (idle_stretches)."""
+def _idle_causes(stretches: list[IdleStretch]) -> dict[str, float]:
+    """The GPU's idle time inside the steps, µs by what it waited on."""
     causes = dict.fromkeys(IDLE_CAUSES, 0.0)
-    for stretch in idle_stretches(trace):
+    for stretch in stretches:
         causes[stretch.cause] += stretch.end - stretch.start
     return {k: v for k, v in causes.items() if v > 0}
 
@@ -329,21 +332,7 @@ class IdleStretch:
     quiet_from: float | None = None  # host work: when the last launch call before it (any thread's) returned
 
 
-_walked: tuple = (None, [])  # (a weak reference to the last trace walked, its stretches): the verdict's walk, reused
-
-
 def idle_stretches(trace: Trace) -> list[IdleStretch]:
-    """The GPU's idle stretches inside the trace's steps (_idle_stretches), walked once per trace: the verdict and the
-    advice both read them (40k stretches of a grown Mamba trace, 0.25 s a walk)."""
-    global _walked
-    ref, stretches = _walked
-    if ref is None or ref() is not trace:
-        stretches = _idle_stretches(trace)
-        _walked = (weakref.ref(trace), stretches)
-    return stretches
-
-
-def _idle_stretches(trace: Trace) -> list[IdleStretch]:
     """The GPU's idle stretches inside the steps (over MIN_GAP_US), each by what the GPU waited on: "data loading" (a
     DataLoader's `__next__` runs during the stretch), "pageable copies" or "synchronization" (a synchronize call, or a
     pageable copy's, returns during it or was waiting as it began: the CPU held back until the GPU drained), "host

@@ -18,7 +18,6 @@ from trace_report.advice.findings import Finding
 from trace_report.peaks import architecture
 from trace_report.advice.replay import cut_cpu, edit_events, spans_of
 from trace_report.model import CpuOp, RuntimeCall, Step
-from trace_report.pace import idle_stretches
 
 # A copy from pinned memory runs at this share of the host link's peak, least and most (PCIe's own overheads; a
 # pageable copy first goes through CUDA's staging buffer, at about half of it).
@@ -346,14 +345,14 @@ def _built_on_cpu(step: Step) -> list[tuple[CpuOp, list[CpuOp]]]:
     ops and those after them (`* freqs`, `torch.stack`). The batch a DataLoader made is no such tensor: the walk back
     stops at the loader, as at any op that launched GPU work; nor is a megabyte or more of the host's data turned into
     a tensor (FROM_DATA)."""
-    copies = [w.launch.launcher for w in step.gpu if w.kind == "memcpy" and "HtoD" in w.name
-              and w.launch is not None and w.launch.launcher is not None]
+    copies = []
+    nbytes: Counter = Counter()  # per copying op: the bytes it copied to the GPU
+    for w in step.gpu:
+        if w.kind == "memcpy" and "HtoD" in w.name and w.launch is not None and w.launch.launcher is not None:
+            copies.append(w.launch.launcher)
+            nbytes[id(w.launch.launcher)] += (w.comm_args or {}).get("bytes", 0) or 0
     if not copies:
         return []
-    nbytes = Counter()  # per copying op: the bytes it copied
-    for w in step.gpu:
-        if w.kind == "memcpy" and w.launch is not None and w.launch.launcher is not None:
-            nbytes[id(w.launch.launcher)] += (w.comm_args or {}).get("bytes", 0) or 0
     by_thread: dict[tuple, list[CpuOp]] = {}
     for op in step.ops:
         if not op.is_label and _top_level(op):
@@ -450,12 +449,10 @@ def host_gaps(r: Reading) -> list[Finding]:
 
     Sources: HTA's critical path (the CPU's own work against launch overhead), Nsight Systems' expert rule for GPU
     gaps."""
-    if not r.verdict.idle_by_cause_us.get("host work") or r.verdict.kind == "CUDA graph capture":
-        # the verdict's count: the stretches are walked again only where it found some; a window that captures a
-        # graph launches nothing to the GPU while it records (vLLM's capture traces)
-        return []
-    stretches = [s for s in idle_stretches(r.trace) if s.cause == "host work"]
-    if not stretches or r.replay is None:
+    if r.verdict.kind == "CUDA graph capture":
+        return []  # a window that captures a graph launches nothing to the GPU while it records (vLLM's capture traces)
+    stretches = [s for s in r.verdict.idle_stretches if s.cause == "host work"]  # each ended by a launched work
+    if not stretches:
         return []
     idle = sum(s.end - s.start for s in stretches)
     # the quiet windows (the last launch's return to the next launch), with the thread that launched next; they do

@@ -220,7 +220,7 @@ def attention_math(r: Reading) -> list[Finding]:
     if found is None or not (found.peak.tflops.get("bf16") or found.peak.tflops.get("fp16")):
         return []  # no tensor cores for a fused kernel to run on
     peak = found.peak.tflops.get("bf16") or found.peak.tflops["fp16"]
-    names = {op.name for s in r.steps for op in s.ops}
+    names = r.op_names
     if MATH not in names and names.isdisjoint(SOFTMAX):
         return []  # neither path nor softmax anywhere: no step need be walked (111 steps of a Mamba trace: 0.2 s)
     per_step = {id(s): [(a, _launched_in(s, a[0], a[1], a[2])) for a in _attention(s)] for s in r.steps}

@@ -95,7 +95,7 @@ def loop_kernels(r: Reading) -> list[Finding]:
 
     Sources: torch.profiler's pattern matcher (ForLoopIndexingPattern), the PyTorch performance tuning guide."""
     memo = _LoopMemo()
-    per_step = {id(s): [(ops, n) for ops, n in _loops(s, memo) if not _a_layer(ops)] for s in r.steps}
+    per_step = {id(s): _row_loops(s, memo) for s in r.steps}
     loops = [(ops, n) for found in per_step.values() for ops, n in found]
     if not loops:
         return []
@@ -111,8 +111,7 @@ def loop_kernels(r: Reading) -> list[Finding]:
 
     def spans(step: Step):
         if id(step) not in spans_by_step:
-            found = per_step[id(step)] if id(step) in per_step else [
-                (ops, n) for ops, n in _loops(step, memo) if not _a_layer(ops)]
+            found = per_step[id(step)] if id(step) in per_step else _row_loops(step, memo)
             items = [o for ops, _ in found for o in ops]
             # the backward's nodes for the loop's ops, on autograd's thread: one per op and row
             items += [o for o in step.ops if o.name.startswith("autograd::engine::evaluate_function: ")
@@ -157,8 +156,10 @@ def loop_kernels(r: Reading) -> list[Finding]:
 LAYER_OPS = ("aten::linear", "aten::addmm", "attention", "flash", "all_reduce", "all_gather", "c10d::", "nccl")
 
 
-def _a_layer(ops: list[CpuOp]) -> bool:
-    return any(marker in op.name for op in ops for marker in LAYER_OPS)
+def _row_loops(step: Step, memo: _LoopMemo) -> list[tuple[list[CpuOp], int]]:
+    """The step's loops (_loops) but for a model's loops over its layers (LAYER_OPS)."""
+    return [(ops, n) for ops, n in _loops(step, memo)
+            if not any(marker in op.name for op in ops for marker in LAYER_OPS)]
 
 
 def _backward_of(node: str, op: str) -> bool:
