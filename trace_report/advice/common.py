@@ -64,6 +64,10 @@ class Reading:
         """The names of the steps' ops, each once: a rule asks these before it walks 260k ops."""
         return frozenset(op.name for step in self.steps for op in step.ops)
 
+    def names_starting(self, prefix: str) -> list[str]:
+        """The steps' op names that start with `prefix` (`Optimizer.step#`): whether a rule has anything to walk."""
+        return [name for name in self.op_names if name.startswith(prefix)]
+
     @cached_property
     def replay(self) -> Replay | None:
         target = self.unprofiled.wall_us_per_step if self.unprofiled is not None else None

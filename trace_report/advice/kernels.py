@@ -60,7 +60,7 @@ def out_of_place_copy(r: Reading) -> list[Finding]:
 
     Sources: Part 3 of the series (naive attention, then in-place ops), PyTorch's documentation of in-place
     operations (the trailing underscore) and of autograd's checks on them."""
-    if r.replay is None:
+    if r.replay is None or CLONE not in r.op_names:
         return []
     copies: list[tuple[GpuWork, str]] = []
     for step in r.steps:
@@ -319,7 +319,7 @@ def conv_bias_bn(r: Reading) -> list[Finding]:
     Sources: Ioffe and Szegedy, "Batch Normalization" (2015: the bias "can be ignored"), torchvision's ResNet
     (bias=False before every BatchNorm2d), PyTorch's performance tuning guide ("disable bias for convolutions
     directly followed by a batch norm")."""
-    if r.replay is None or not r.has_shapes:
+    if r.replay is None or not r.has_shapes or CONVOLUTION not in r.op_names or r.op_names.isdisjoint(BATCH_NORM):
         return []
     convs = [(s, op) for s in r.steps for op in _conv_then_norm(s)]
     if not convs:

@@ -10,6 +10,7 @@ from trace_report.advice.common import DATALOADER, Reading, cpu_only_saving, sou
 from trace_report.advice.findings import WORTH_SHARE, Finding
 from trace_report.advice.replay import cut_cpu, scaled_saving, spans_of
 from trace_report.model import CpuOp, Step
+from trace_report.summary import AUTOGRAD_NODE
 
 LOOP_MIN = 16  # iterations of one body a loop needs to be called one
 MAX_INDEXING = 4  # tensors an iteration indexes, at most
@@ -25,12 +26,14 @@ class _LoopMemo:
 
     def __init__(self):
         self.loops: dict[tuple[str, ...], tuple[int, int, int] | None] = {}  # a thread's op names -> _longest_loop
+        self.layers: dict[tuple[str, ...], bool] = {}  # a thread's op names -> its loop is over a model's layers
         self.inside_aten: dict[tuple, bool] = {}  # per path: inside an op or a DataLoader's __next__
 
 
-def _loops(step: Step, memo: _LoopMemo | None = None) -> list[tuple[list[CpuOp], int]]:
+def _loops(step: Step, memo: _LoopMemo | None = None, layers: bool = True) -> list[tuple[list[CpuOp], int]]:
     """Each run of at least LOOP_MIN iterations of the same ops on one thread, each iteration starting with an
-    indexing op (`aten::select`: `x[i]`): the loop's top-level ops and its iteration count."""
+    indexing op (`aten::select`: `x[i]`): the loop's top-level ops and its iteration count; without `layers`, not the
+    loops over a model's layers (LAYER_OPS)."""
     if sum(op.name in INDEXING for op in step.ops) < LOOP_MIN:
         return []  # no loop here: most steps of most traces end here
     memo = _LoopMemo() if memo is None else memo
@@ -52,9 +55,17 @@ def _loops(step: Step, memo: _LoopMemo | None = None) -> list[tuple[list[CpuOp],
         if op_names not in memo.loops:
             memo.loops[op_names] = _longest_loop(op_names)
         best = memo.loops[op_names]
-        if best is not None:
-            start, stop, count = best
-            found.append((ops[start:stop], count))
+        if best is None:
+            continue
+        start, stop, count = best
+        if not layers:
+            over_layers = memo.layers.get(op_names)
+            if over_layers is None:  # once per thread's names: the body's names, not its ops (Mamba's scan: 40 ms)
+                body = set(op_names[start:stop])
+                over_layers = memo.layers[op_names] = any(marker in name for name in body for marker in LAYER_OPS)
+            if over_layers:
+                continue
+        found.append((ops[start:stop], count))
     return found
 
 
@@ -100,28 +111,22 @@ def loop_kernels(r: Reading) -> list[Finding]:
     if not loops:
         return []
     body_names = {o.name for ops, _ in loops for o in ops}
-    backward_of_body: dict[str, bool] = {}  # per autograd node name
+    # the backward's nodes of the loop's ops (an inference trace, vLLM's or sglang's, has none)
+    backward_nodes = {node for node in r.names_starting(AUTOGRAD_NODE)
+                      if any(_backward_of(node, op) for op in body_names)}
+    backward = bool(backward_nodes)
     spans_by_step: dict[int, list[tuple[float, float]]] = {}  # each replay's edit asks for a step's spans again
-
-    def is_backward_of_body(name: str) -> bool:
-        found = backward_of_body.get(name)
-        if found is None:
-            found = backward_of_body[name] = any(_backward_of(name, op) for op in body_names)
-        return found
 
     def spans(step: Step):
         if id(step) not in spans_by_step:
             found = per_step[id(step)] if id(step) in per_step else _row_loops(step, memo)
             items = [o for ops, _ in found for o in ops]
             # the backward's nodes for the loop's ops, on autograd's thread: one per op and row
-            items += [o for o in step.ops if o.name.startswith("autograd::engine::evaluate_function: ")
-                      and is_backward_of_body(o.name)]
+            if backward_nodes:
+                items += [o for o in step.ops if o.name in backward_nodes]
             spans_by_step[id(step)] = spans_of(items)
         return spans_by_step[id(step)]
 
-    # an inference trace (vLLM's, sglang's) has no backward to name
-    backward = any(is_backward_of_body(o.name) for s in r.steps for o in s.ops
-                   if o.name.startswith("autograd::engine::evaluate_function: "))
     both = " (forward and backward)" if backward else ""
     if r.replay is not None:
         saving = r.replay.saving(cut_cpu(spans, VECTOR_CPU_KEEP[1], VECTOR_GPU_KEEP[1]),
@@ -158,8 +163,7 @@ LAYER_OPS = ("aten::linear", "aten::addmm", "attention", "flash", "all_reduce", 
 
 def _row_loops(step: Step, memo: _LoopMemo) -> list[tuple[list[CpuOp], int]]:
     """The step's loops (_loops) but for a model's loops over its layers (LAYER_OPS)."""
-    return [(ops, n) for ops, n in _loops(step, memo)
-            if not any(marker in op.name for op in ops for marker in LAYER_OPS)]
+    return _loops(step, memo, layers=False)
 
 
 def _backward_of(node: str, op: str) -> bool:
