@@ -85,6 +85,8 @@ HABITS = {
     "cpu-built-tensor": ("a position table built on the CPU every step", "built once, on the device", "table"),
     "loop-kernels": ("the loss as a loop over the batch's rows", "one expression over the batch", "vector"),
 }
+# The fix check's names for its two steps that are not one fix: the step as profiled (its baseline), every habit fixed
+AS_PROFILED, EVERY_FIX = "as profiled", "every fix"
 # On a GPU, at its sizes: the habits whose cost the advice should weigh under 1% of the step, and why (it weighed them
 # so on an H100's trace of this step, and on an H200's of this version: textbook fixes, worth little here).
 QUIET_ON_A_GPU = {
@@ -308,34 +310,41 @@ def expectations(fixed: Fixed, device_type: str) -> list:
 
 
 def check_fixes(advice, training: Training, fixed: Fixed, args, device: torch.device) -> None:
-    """Each finding the step planted, fixed alone and timed against the step without it (no profiler); then all."""
+    """Each finding the step planted, fixed alone, and every habit fixed at once: each timed against the step as
+    profiled (no profiler), all in the same rounds (lesson_advice.measure_savings)."""
     findings = [f for f in advice.findings if f.rule in HABITS and not fixed.has(f.rule)]
     if not findings:
         lesson.console.print("\nno finding of the advice is a habit left to fix: nothing to time")
         return
-    lesson.console.print(f"\n[bold]Each change alone[/bold] (the step as profiled, then with one more fix; the loop's "
-                         f"period without the profiler, the least of {lesson_advice.rounds_on(device)} timings each, in turns)")
-    judged = []
-    for finding in findings:
-        after = Training(fixed.adding(finding.rule), args, device)
-        with lesson.console.status(f"timing the step with {finding.rule} fixed, and without it"):
-            before_us, after_us, spread_us = lesson_advice.measure_saving(training.step, after.step, device)
-        after.close()
-        judged.append(lesson_advice.Judged(finding.rule, *finding.saving_us, before_us, after_us, spread_us))
-        if not lesson.console.is_terminal:  # no spinner in a log: a line per fix, tens of seconds apart on a GPU
-            lesson.console.print(f"  [dim]timed {finding.rule}: {_us(before_us)} → {_us(after_us)} a step[/dim]")
+    everything = Fixed().adding(*HABITS)
+    variants = {f.rule: fixed.adding(f.rule) for f in findings}
+    if fixed != everything:
+        variants[EVERY_FIX] = everything
+    rounds = lesson_advice.rounds_on(device)
+    lesson.console.print(f"\n[bold]Each change alone[/bold] (the step as profiled, and that step with one more fix; "
+                         f"the loop's period without the profiler, the least of {rounds} timings each, every step "
+                         "timed once a round)")
+    trainings = {rule: Training(variant, args, device) for rule, variant in variants.items()}
+    steps = {AS_PROFILED: training.step, **{rule: t.step for rule, t in trainings.items()}}
+    what = f"timing the step as profiled and {len(trainings)} fixed"
+    with lesson.console.status(what) as status:
+        def progress(done: int, total: int) -> None:
+            status.update(f"{what}: round {done} of {total}")
+            if not lesson.console.is_terminal:  # no spinner in a log: a line a round, tens of seconds apart on a GPU
+                lesson.console.print(f"  [dim]timed round {done} of {total}[/dim]")
+
+        timings = lesson_advice.measure_savings(steps, device, rounds, progress)
+    for t in trainings.values():
+        t.close()
+    judged = [timings.judged(f.rule, *f.saving_us, baseline=AS_PROFILED) for f in findings]
     lesson_advice.print_judged(judged, "predicted saving per step against measured, each fix alone")
     ok, text = lesson_advice.ranking(findings[0].rule, judged)
     mark = {True: "[green]✓[/green]", False: "[red]✗[/red]", None: "[dim]–[/dim]"}[ok]
     lesson.console.print(f"  {mark} the first finding saves the most alone: {text}", soft_wrap=True)
 
-    everything = Fixed().adding(*HABITS)
-    if fixed == everything:
+    if EVERY_FIX not in timings.least_us:
         return
-    after = Training(everything, args, device)
-    with lesson.console.status("timing the step with every habit fixed, and without"):
-        before_us, after_us, _ = lesson_advice.measure_saving(training.step, after.step, device)
-    after.close()
+    before_us, after_us = timings.least_us[AS_PROFILED], timings.least_us[EVERY_FIX]
     low = sum(j.low_us for j in judged)
     high = sum(j.high_us for j in judged)
     saved = before_us - after_us

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import itertools
 import re
+import time
 from argparse import Namespace
 from pathlib import Path
 
@@ -193,6 +194,32 @@ def test_a_miss_within_the_timings_own_spread_says_so():
     assert "spread" not in clear.reason
 
 
+def test_every_fix_is_timed_against_one_baseline_in_turning_rounds():
+    calls = []
+
+    def sleeper(name, seconds):
+        def step():
+            if not calls or calls[-1] != name:
+                calls.append(name)
+            time.sleep(seconds)
+        return step
+
+    steps = {"baseline": sleeper("baseline", 0.004), "sync": sleeper("sync", 0.001),
+             "dataloader": sleeper("dataloader", 0.006)}
+    rounds = []
+    timings = lesson_advice.measure_savings(steps, torch.device("cpu"), rounds=3,
+                                            progress=lambda done, total: rounds.append((done, total)))
+    assert rounds == [(1, 3), (2, 3), (3, 3)]
+    assert [calls[i:i + 3] for i in range(0, 9, 3)] == [["baseline", "sync", "dataloader"],
+                                                        ["baseline", "dataloader", "sync"],
+                                                        ["dataloader", "baseline", "sync"]]
+    sync = timings.judged("sync", 2000, 4000)
+    assert sync.before_us == timings.least_us["baseline"] and 3000 <= sync.saving_us <= 3600, sync
+    assert sync.spread_us == max(timings.spread_us["baseline"], timings.spread_us["sync"])
+    slower = timings.judged("dataloader", 0, 1000)
+    assert slower.saving_us < 0 and "slower" in slower.reason
+
+
 def test_the_ranking_names_the_fix_that_saved_most():
     a = lesson_advice.Judged("dataloader", 100, 200, before_us=1000, after_us=850)
     b = lesson_advice.Judged("zero-grad", 10, 20, before_us=1000, after_us=985)
@@ -248,6 +275,7 @@ def test_the_fix_check_times_every_finding_on_a_gpu(tmp_path):
     (forked ones hung there on their first op over two threads, and the check with them)."""
     result = run_script(SCRIPT, "--trace_dir", str(tmp_path), timeout=560)
     assert result.returncode == 0, result.stderr[-3000:]
-    timed = re.findall(r"timed ([\w-]+): ", result.stdout)
-    assert "dataloader" in timed, result.stdout[-3000:]
+    row = r"│ dataloader +│ +[0-9.,]+–[0-9.,]+ (µs|ms) │.*│ [✓✗] │"
+    assert re.search(row, result.stdout), result.stdout[-3000:]
+    assert f"timed round {lesson_advice.ROUNDS['cuda']} of {lesson_advice.ROUNDS['cuda']}" in result.stdout
     assert "predicted saving per step against measured" in result.stdout

@@ -7,13 +7,15 @@ three profiled steps and a timing is a median of a few: neither is exact, and th
 fall before the prediction is called wrong. Anything further is a ✗ with both numbers, which is a result of the
 lesson, not an error.
 
-How a saving is measured (`measure_saving`): the step without the fix and the step with it, each timed as
-`lesson.measure_step` times a step (the loop's period, `wall_us_per_step`: what one step costs a training run, a
-median), in turns (before, after, after, before, ...) so that a machine that slows down or speeds up during the
-timing weighs on both alike; of each step's timings the least is kept, since other work on the machine only ever adds
-time to a step. How far each step's own timings spread (the most less the least, the wider of the two steps) is kept
-too: a ✗ that misses its range by less than that says so, since the timing cannot tell it from a ✓ (on an H200
-host, the planted step's least timing ranged 69-78 ms from one fix's turns to the next).
+How the savings are measured (`measure_savings`): the step without any fix (the baseline) and each step with one fix
+added, each timed as `lesson.measure_step` times a step (the loop's period, `wall_us_per_step`: what one step costs a
+training run), in rounds: every round times the baseline and every fixed step once, in an order that turns from round
+to round, so that a machine that slows down or speeds up during the timing weighs on all alike and every fix is
+weighed against one baseline. Of each step's timings the least is kept, since other work on the machine only ever
+adds time to a step. How far each step's own timings spread (the most less the least) is kept too: a ✗ that misses its
+range by less than the wider of the baseline's and the fix's spread says so, since the timing cannot tell it from a ✓.
+(Timed a fix at a time, each against its own turns of the baseline, the same planted step's least timing ranged 73 to
+102 ms from one fix to the next on an H100 host, and 69 to 78 ms on an H200 host.)
 """
 
 from __future__ import annotations
@@ -30,10 +32,9 @@ from profiling_in_pytorch.lesson.unprofiled import measure_step
 from trace_report.pace import _us
 
 SLACK = 0.25  # how far outside the predicted range a measured saving may fall, as a share of the nearest end
-# Turns of (before, after) per fix: 3, 6 timings, about 3 s a fix on a CPU and 10-20 s on an H100 host (sync and
-# fp32-matmul, a 77 ms step). On an H200 host the least of 3 still ranged 69-78 ms for the same step: a miss within
-# that spread says so (Judged.spread_us), where 5 turns would make the reader wait longer for the same verdict.
-ROUNDS = {"cpu": 3, "cuda": 3}
+# Rounds of timings: each times the baseline and every fixed step once (lesson 12: 5 findings and every fix at once,
+# 7 steps a round, about 1 s each on an H100 host; 2-3 findings a few ms each on a CPU).
+ROUNDS = {"cpu": 3, "cuda": 5}
 
 
 def rounds_on(device: torch.device) -> int:
@@ -49,7 +50,7 @@ class Judged:
     high_us: float
     before_us: float
     after_us: float
-    spread_us: float = 0.0  # how far each step's own timings spread, the wider of the two (measure_saving)
+    spread_us: float = 0.0  # how far the two steps' own timings spread, the wider of the two (Timings)
 
     @property
     def saving_us(self) -> float:
@@ -98,18 +99,34 @@ def miss_text(saving: float, low: float, high: float, spread: float = 0.0) -> st
     return text
 
 
-def measure_saving(before: Callable[[], object], after: Callable[[], object], device: torch.device,
-                   rounds: int | None = None) -> tuple[float, float, float]:
-    """The loop's period of `before()` and of `after()` (µs per step, the least of `rounds` timings each, taken in
-    turns), and how far each one's timings spread (the wider of the two); nothing printed."""
-    times: dict[str, list[float]] = {"before": [], "after": []}
-    for turn in range(rounds or rounds_on(device)):
-        order = ("before", "after") if turn % 2 == 0 else ("after", "before")
-        for name in order:
-            step = before if name == "before" else after
-            times[name].append(measure_step(step, device).wall_us_per_step)
-    spread = max(max(t) - min(t) for t in times.values())
-    return min(times["before"]), min(times["after"]), spread
+@dataclass(frozen=True)
+class Timings:
+    """The least timing of each step (µs per step) and how far its timings spread (the most less the least)."""
+
+    least_us: dict[str, float]
+    spread_us: dict[str, float]
+
+    def judged(self, rule: str, low_us: float, high_us: float, baseline: str = "baseline") -> Judged:
+        """`rule`'s fixed step against the baseline, with its predicted range."""
+        return Judged(rule, low_us, high_us, self.least_us[baseline], self.least_us[rule],
+                      max(self.spread_us[baseline], self.spread_us[rule]))
+
+
+def measure_savings(steps: dict[str, Callable[[], object]], device: torch.device, rounds: int | None = None,
+                    progress: Callable[[int, int], object] | None = None) -> Timings:
+    """Each of `steps` (name -> step(): the baseline and the fixed steps) timed once a round for `rounds` rounds, the
+    order turned by one each round and reversed every other, so that no step always follows the same one;
+    `progress(done, rounds)` after each round. Nothing printed."""
+    names = list(steps)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    rounds = rounds or rounds_on(device)
+    for turn in range(rounds):
+        order = names[turn % len(names):] + names[:turn % len(names)]
+        for name in order if turn % 2 == 0 else reversed(order):
+            times[name].append(measure_step(steps[name], device).wall_us_per_step)
+        if progress is not None:
+            progress(turn + 1, rounds)
+    return Timings({name: min(t) for name, t in times.items()}, {name: max(t) - min(t) for name, t in times.items()})
 
 
 def print_judged(judged: Sequence[Judged], title: str) -> None:
