@@ -29,15 +29,16 @@ H200 traces of this step; measure before you claim. The host decides the positio
 does not guess it on a GPU: it says what the advice weighed it at. Its making (arange, exp, the outer product, sin,
 cos, stack) took 0.8 ms of an H200 host's CPU a step (1.0% of the step: named), 0.5 ms of an H100 host's (0.7%: not
 named) and 9 to 36 ms of two other H100 hosts', whose torch ops ran erratically slow on their 16 threads (sin on
-256×512: 2.4 ms, against 0.075 ms on one thread).
+256×512: 2.4 ms, against 0.075 ms on one thread). And the textbook fix for a DataLoader without workers is workers;
+this step's batch is large tensor work that torch already spreads over every core, and the advice says to make it on
+the GPU instead (workers made this step 30 ms slower on two 16-core hosts).
 
 On a CPU the trace shows what a CPU does: the loss's loop and its ops row by row, the optimizer's loop over tensors,
 zero_grad's fills, the batch made inside the step (the op table lists them all). The advice weighs fewer of them
 there. A CPU trace has no copy between host and device, no GPU to wait for and no tensor cores, and what the advice
 finds through those (pageable-copy, sync, fp32-matmul, cpu-built-tensor, and dataloader, which it weighs by replaying
 the GPU's work against the CPU's) needs a GPU's trace. On a CPU the lesson guesses only what the advice finds in a CPU
-trace, and says why not for the rest. And the machine decides what a fix is worth: on 2 cores a batch from a worker
-process cost more to receive than to make (at batch 4, 1.3 ms a step with num_workers=0, 2.5-3.4 ms with 2 workers).
+trace, and says why not for the rest.
 
     uv run 12_what_to_change.py                            # the planted step, every finding fixed alone and timed
     uv run 12_what_to_change.py --fix all                  # the step as it should be written: the advice finds none
@@ -48,7 +49,6 @@ process cost more to receive than to make (at batch 4, 1.3 ms a step with num_wo
 from trace_report.errors import UsageError, exits_cleanly  # isort: skip  (first: Ctrl-C while torch loads is one line)
 import argparse
 import math
-import os
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, fields, replace
 
@@ -70,13 +70,12 @@ from trace_report.pace import _us
 # Sizes: on a GPU, large enough that every habit's cost shows; on a CPU, small enough to run in seconds on 2 cores.
 GPU_SIZES = {"batch": 32, "seq": 256, "dim": 1024, "hidden": 4096, "layers": 4}
 CPU_SIZES = {"batch": 16, "seq": 16, "dim": 32, "hidden": 64, "layers": 2}
-WORKERS = min(4, os.cpu_count() or 1)  # the fixed DataLoader's worker processes
 LABELS = ("data", "zero_grad", "forward", "backward", "optimizer")
 
 # Each habit: what it is, its fix (in words), and the fix's part of the trace's file name.
 HABITS = {
     "dataloader": ("DataLoader(num_workers=0): each batch made on the CPU inside the step",
-                   f"num_workers={WORKERS}, persistent_workers=True, a share of the cores each", "workers"),
+                   "the batch made on the GPU, from the dataset's tensors kept there", "gpu-batch"),
     "pageable-copy": ("x.to(device) from pageable memory", "pin_memory=True, .to(device, non_blocking=True)", "pinned"),
     "sync": ("running_loss += loss.item() every step", "running_loss += loss.detach()", "sync"),
     "fp32-matmul": ("fp32 GEMMs", "TF32 matmuls", "tf32"),
@@ -155,18 +154,19 @@ def fixes_flag(text: str) -> tuple[str, ...]:
 
 
 class Samples(Dataset):
-    """Samples made when asked for, on the CPU, as a dataset that reads and augments makes them: one of a few stored
-    inputs, shifted along the sequence and scaled (the augmentation), its target and the sample's weight in the loss.
-    As good as endless: the lesson never reaches an epoch's end. Cheaper than an earlier version, which drew and
-    normalised every input (98 ms a batch on an H100 host's loop thread); its tanh, scaling and collate still work on
-    256×1024 samples, which torch spreads over the loop thread's cores and a worker runs on one thread: on a 16-core
-    H200 host, 4 workers kept up with the fixed step in 2 of 3 recorded steps, and made the planted step slower (72 to
-    100 ms), as the dataloader rule now warns; the fix now gives each worker a share of the cores, as the rule says."""
+    """Samples made when asked for, as a dataset that reads and augments makes them: one of a few stored inputs,
+    shifted along the sequence and scaled (the augmentation), its target and the sample's weight in the loss. As good
+    as endless: the lesson never reaches an epoch's end. Planted, on the CPU: its roll, scaling, tanh and collate work
+    on 256×1024 samples, which torch spreads over the loop thread's cores, so that workers would make the batch on the
+    same cores (4 workers made the planted step slower on two 16-core hosts: 72 to 100 ms on an H200's, 79 to 110 ms
+    on an H100's). The fix, as the advice says it for such a batch: the stored inputs kept on the GPU and augmented
+    there, a few kernels a sample and no copy of the batch each step."""
 
     STORED = 16
 
-    def __init__(self, seq: int, dim: int):
-        self.stored = torch.randn(self.STORED, seq, dim, generator=torch.Generator().manual_seed(0))
+    def __init__(self, seq: int, dim: int, device: torch.device | str = "cpu"):
+        stored = torch.randn(self.STORED, seq, dim, generator=torch.Generator().manual_seed(0))
+        self.stored = stored.to(device)  # dataloader's fix: on the GPU, once
 
     def __len__(self):
         return 1 << 30
@@ -175,25 +175,10 @@ class Samples(Dataset):
         generator = torch.Generator().manual_seed(index)
         shift = int(torch.randint(self.stored.shape[1], (), generator=generator))
         x = self.stored[index % self.STORED].roll(shift, dims=0) * (torch.rand((), generator=generator) + 0.5)
-        return x, torch.tanh(x), torch.rand((), generator=generator) + 0.5
-
-
-def threads_per_worker(worker_id: int) -> None:
-    """The dataloader fix's worker_init_fn, as the advice says it for batches made of large torch ops: a worker starts
-    with one thread, where the loop's thread had torch's intra-op threads on every core; each of the WORKERS gets its
-    share of them."""
-    torch.set_num_threads(worker_threads())
-
-
-def worker_threads() -> int:
-    return max(1, (os.cpu_count() or 1) // WORKERS)
-
-
-def worker_start() -> str | None:
-    """How the workers start: a worker forked from this process hangs on its first op over more than one thread (GNU
-    OpenMP's pool does not survive the fork of a process that used it), so with threads they come from a fresh
-    forkserver process; with one thread, forked, as DataLoader does by default (a forkserver's start costs seconds)."""
-    return "forkserver" if worker_threads() > 1 else None
+        weight = torch.rand((), generator=generator) + 0.5
+        if self.stored.is_cuda:  # the fix: the weight made there too (a fill kernel), so that no part of it is copied
+            weight = torch.full((), weight.item(), device=self.stored.device)
+        return x, torch.tanh(x), weight
 
 
 class Block(nn.Module):
@@ -244,14 +229,11 @@ class Training:
         torch.manual_seed(0)
         self.model = nn.Sequential(*[Block(args.dim, args.hidden) for _ in range(args.layers)]).to(device)
         self.optimizer = adamw(list(self.model.parameters()), fixed.single_tensor_optimizer)
-        workers = WORKERS if fixed.dataloader else 0  # dataloader: 0, every sample made inside the step
-        loader = DataLoader(Samples(args.seq, args.dim), batch_size=args.batch,
-                            num_workers=workers,                   # fix: worker processes make the next batches
-                            persistent_workers=workers > 0, prefetch_factor=2 if workers else None,
-                            worker_init_fn=threads_per_worker if workers else None,  # fix: each a share of the cores
-                            multiprocessing_context=worker_start() if workers else None,
-                            pin_memory=fixed.pageable_copy and device.type == "cuda")  # fix: batches in pinned memory
-        self.batches = iter(loader)  # once: the workers start here, never inside a step
+        # dataloader: every sample made on the CPU inside the step; fix: made on the GPU (there is nothing to pin then)
+        samples = Samples(args.seq, args.dim, device if fixed.dataloader else "cpu")
+        loader = DataLoader(samples, batch_size=args.batch,
+                            pin_memory=fixed.pageable_copy and device.type == "cuda" and not fixed.dataloader)
+        self.batches = iter(loader)
         # cpu-built-tensor's fix: the table made once, on the device
         self.positions = position_table(args.seq, args.dim, device) if fixed.cpu_built_tensor else None
         self.running_loss = 0.0
@@ -290,11 +272,8 @@ class Training:
                 self.running_loss += loss.detach()  # fix: a tensor on the device, read once after the loop
 
     def close(self):
-        """The DataLoader's workers go now, not when the garbage collector gets to them."""
-        shutdown = getattr(self.batches, "_shutdown_workers", None)
-        if shutdown is not None:
-            shutdown()
-        self.batches = None
+        """The step's tensors go now (the fix check holds a step of each fix at once)."""
+        self.batches = self.model = self.optimizer = self.positions = None
 
 
 def expectations(fixed: Fixed, device_type: str) -> list:
@@ -371,7 +350,7 @@ def main(argv=None):
                          "would hide the habits the advice looks for")
     device = lesson.pick_device(args.device)
     if device.type == "cpu":
-        # One thread: these ops are too small for a second one to help, and the DataLoader's workers need the cores.
+        # One thread: these ops are too small for a second one to help.
         # On 2 cores with other work running, the planted step took 1.3-1.4 ms a step with one thread, 1.7-250 ms
         # with two (their barriers wait for a thread the OS has put aside).
         torch.set_num_threads(1)

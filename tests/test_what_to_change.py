@@ -141,24 +141,6 @@ def test_every_fix_keeps_the_maths():
     assert losses["fixed"] == pytest.approx(losses["planted"], rel=1e-5)
 
 
-def test_workers_with_threads_start_from_a_forkserver(monkeypatch):
-    """A forked worker hangs on its first op over two threads once the parent used torch's OpenMP pool (GNU OpenMP's
-    pool does not survive the fork): on 16 cores the fix's workers get a share of the threads each, from a forkserver. The
-    lesson's dataset and worker_init_fn must then pickle: two steps with such workers."""
-    monkeypatch.setattr(LESSON.os, "cpu_count", lambda: 16)
-    assert (LESSON.worker_threads(), LESSON.worker_start()) == (16 // LESSON.WORKERS, "forkserver")
-    monkeypatch.setattr(LESSON.os, "cpu_count", lambda: LESSON.WORKERS)
-    assert (LESSON.worker_threads(), LESSON.worker_start()) == (1, None)  # one thread: forked, as DataLoader does
-    monkeypatch.setattr(LESSON.os, "cpu_count", lambda: 2 * LESSON.WORKERS)
-    torch.rand(512, 512).sin_()  # the parent's pool in use, as the planted step's is before the fix is timed
-    training = LESSON.Training(LESSON.Fixed().adding("dataloader"), Namespace(**LESSON.CPU_SIZES), torch.device("cpu"))
-    try:
-        for _ in range(2):
-            training.step()
-    finally:
-        training.close()
-
-
 # --- the rule a measured saving is weighed by -----------------------------------------------------------------
 
 
@@ -271,8 +253,7 @@ def test_the_lesson_at_its_default_sizes_on_a_gpu(tmp_path):
 @pytest.mark.slow
 @requires_cuda
 def test_the_fix_check_times_every_finding_on_a_gpu(tmp_path):
-    """Each fix timed alone, the dataloader's too: its workers, with threads on a GPU host, start from a forkserver
-    (forked ones hung there on their first op over two threads, and the check with them)."""
+    """Each fix timed, the dataloader's too (its batch made on the GPU), every step once a round."""
     result = run_script(SCRIPT, "--trace_dir", str(tmp_path), timeout=560)
     assert result.returncode == 0, result.stderr[-3000:]
     row = r"│ dataloader +│ +[0-9.,]+–[0-9.,]+ (µs|ms) │.*│ [✓✗] │"

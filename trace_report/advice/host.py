@@ -222,14 +222,18 @@ WORKER_KEEP = (0.03, 0.2)
 # at worst no faster than it did alone, where the batch's ops are small: each runs on one thread either way.
 WORKERS = 4
 # torch spreads an op that touches this many elements or more over its intra-op threads, one per core by default
-# (at::internal::GRAIN_SIZE); a DataLoader worker runs with torch.set_num_threads(1). Where ops that large are this
-# share of the batch's time or more, a worker may make its batch many times slower than the loop's thread did, and the
-# step with workers be slower than without: nothing is promised at least. (Lesson 12, its batch's tanh, mul and
-# collate on 256×1024 samples: on an H100 host 4 workers saved 36 ms of a 145 ms step where the loop's thread made a
-# batch in 98 ms; on a 16-core H200 host the step went from 72 to 100 ms.) The change then gives each worker a share of
-# the cores (worker_init_fn), as the loop's thread had them all.
+# (at::internal::GRAIN_SIZE). Where ops that large are this share of the loader's time or more (lesson 12's batch:
+# 37-47% on four hosts; a 2021 ResNet-50's, its images decoded by PIL in Python: 22%), the loop's thread made
+# the batch on every core already, and workers would make it on the same cores: lesson 12's batch (tanh, mul, roll and
+# collate on 256×1024 samples, 68 MB a step) took the planted step from 79 to 110 ms on a 16-core H100 host with 4
+# workers of 4 threads each, and from 72 to 100 ms on a 16-core H200 host with workers of one thread (one H100 host of
+# three saved 36 ms of a 145 ms step). Such a batch is tensor work: the change then makes it on the GPU, where its ops
+# take microseconds, from data kept there (no copy of the batch each step).
 GRAIN_SIZE = 32768
-SPREAD_SHARE = 0.25
+SPREAD_SHARE = 0.3
+# A batch made on the GPU keeps this share of the loader's CPU time, least and most: a few launches a sample where the
+# CPU ran the ops (lesson 12: 5 ops a sample, 32 samples a batch).
+GPU_BATCH_KEEP = (0.03, 0.15)
 
 
 def _largest_input(op: CpuOp) -> int:
@@ -245,23 +249,45 @@ def _largest_input(op: CpuOp) -> int:
     return largest
 
 
-def _spread_share(steps: list[Step]) -> float:
-    """The share of the batch-making ops' own time (inside the single-process loader's `__next__`) in ops that torch
-    spreads over its threads (GRAIN_SIZE)."""
-    inside = [op for s in steps for op in s.ops if not op.is_label and any(
-        SINGLE_PROCESS_LOADER in box for box in op.path)]
-    total = sum(op.self_us for op in inside)
-    spread = sum(op.self_us for op in inside if _largest_input(op) >= GRAIN_SIZE)
-    return spread / total if total > 0 else 0.0
+def _batch_ops(steps: list[Step], loader_us: float) -> tuple[float, Counter]:
+    """The share of the loader's time (`loader_us`, its `__next__` boxes whole: the Python between the ops counts, a
+    PIL image's decoding) in ops that torch spreads over its threads (GRAIN_SIZE), and those ops' own time by name."""
+    spread: Counter = Counter()
+    for s in steps:
+        for op in s.ops:
+            if not op.is_label and _largest_input(op) >= GRAIN_SIZE and any(
+                    SINGLE_PROCESS_LOADER in box for box in op.path):
+                spread[op.name] += op.self_us
+    return (sum(spread.values()) / loader_us if loader_us > 0 else 0.0), spread
+
+
+def _batch_copies(step: Step) -> set[int]:
+    """id() of the step's runtime calls that move its batch to the GPU: the host-to-device copies launched after the
+    loader's last `__next__` returned and before the step's first kernel, and the synchronize calls inside their ops
+    (non_blocking=False)."""
+    loads = loader_next(step, SINGLE_PROCESS_LOADER)
+    if not loads:
+        return set()
+    after = max(op.ts + op.dur for op in loads)
+    first_kernel = min((w.launch.ts for w in step.gpu if w.kind == "kernel" and w.launch is not None
+                        and w.launch.ts >= after), default=step.ts + step.dur)
+    calls = {id(w.launch): w.launch for w in step.gpu if w.kind == "memcpy" and "HtoD" in w.name
+             and w.launch is not None and after <= w.launch.ts < first_kernel}
+    syncs = _copy_syncs(step)
+    ops = {id(call.launcher) for call in calls.values() if call.launcher is not None}
+    return set(calls) | {id(c) for op in ops for c in syncs.get(op, ())}
 
 
 def dataloader(r: Reading) -> list[Finding]:
     """A DataLoader without workers: the batch is made on the training loop's thread, between two steps' work, and the
-    GPU waits for it (`enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__`).
+    GPU waits for it (`enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__`). Where the batch is made of small
+    ops (samples read, decoded, indexed: one thread each), workers make it beside the step; where it is made of large
+    tensor ops that torch already spread over the cores (SPREAD_SHARE), workers would share those cores, and the batch
+    is made on the GPU instead.
 
     Sources: torch.profiler's pattern matcher (SynchronizedDataLoaderPattern: num_workers=0), the TensorBoard
     profiler plugin's recommendation (DataLoader over 5% of a step), PyTorch's performance tuning guide
-    ("enable async data loading")."""
+    ("enable async data loading"); NVIDIA DALI and torchvision's transforms v2 on tensors (augmentation on the GPU)."""
     loads = [op for s in r.steps for op in loader_next(s, SINGLE_PROCESS_LOADER)]
     if not loads or r.replay is None:
         return []
@@ -269,35 +295,53 @@ def dataloader(r: Reading) -> list[Finding]:
     def loader_spans(step: Step):
         return spans_of(loader_next(step, SINGLE_PROCESS_LOADER))
 
-    low, high = r.replay.saving(cut_cpu(loader_spans, WORKER_KEEP[1]), [cut_cpu(loader_spans, WORKER_KEEP[0])])
     spent = sum(op.dur for op in loads)
-    # The loop waits for the workers when they are slower than the rest of its step
     made = r.per_step(spent)
-    spread = _spread_share(r.steps)
-    threaded = spread >= SPREAD_SHARE  # the loop's thread had help from torch's intra-op threads
-    saving = (0.0 if threaded else max(0.0, min(low, r.step_us - made)),
-              max(0.0, min(high, r.step_us - made / WORKERS)))
-    worst = "no faster at worst (a worker runs on one thread, as the batch's small ops did on the loop's)"
-    if threaded:
-        worst = (f"nothing at worst: {spread:.0%} of the batch's time is in ops on {GRAIN_SIZE:,} elements or more, "
-                 "which torch spread over the loop's cores and a worker runs on one thread unless given more "
-                 "(worker_init_fn), so that workers may make a batch slower than the loop did, and the step wait "
-                 "longer (time it before and after)")
-    evidence = (f"{loads[0].name}: {us(r.per_step(spent))} a step on the training loop's thread, "
-                f"{r.per_step(spent) / r.step_us:.0%} of the step")
-    # A forked worker that runs torch's ops on more than one thread hangs: GNU OpenMP's pool does not survive the
-    # fork of a process that used it (a 2-core machine here, and lesson 12's fix check on an H100 host, stuck for
-    # minutes); workers started by a fresh forkserver process have a pool of their own.
+    share, spread_ops = _batch_ops(r.steps, spent)
+    evidence = (f"{loads[0].name}: {us(made)} a step on the training loop's thread, "
+                f"{made / r.step_us:.0%} of the step")
+    if share >= SPREAD_SHARE:
+        return [_batch_on_gpu(r, loads, loader_spans, evidence, share, spread_ops)]
+    low, high = r.replay.saving(cut_cpu(loader_spans, WORKER_KEEP[1]), [cut_cpu(loader_spans, WORKER_KEEP[0])])
+    # The loop waits for the workers when they are slower than the rest of its step
+    saving = (max(0.0, min(low, r.step_us - made)), max(0.0, min(high, r.step_us - made / WORKERS)))
     change = (f"DataLoader(dataset, batch_size=..., num_workers={WORKERS}, pin_memory=True, persistent_workers=True, "
-              "prefetch_factor=2" + (", multiprocessing_context='forkserver', worker_init_fn=threads_per_worker), with "
-                                     f"def threads_per_worker(_): torch.set_num_threads(os.cpu_count() // {WORKERS})"
-                                     if threaded else ")"))
+              "prefetch_factor=2)")
     basis = r.basis(f"workers make the batches beside the step; the loop keeps {WORKER_KEEP[0]:.0%}-"
                     f"{WORKER_KEEP[1]:.0%} of the loading to receive them, and waits for {WORKERS} workers that make "
-                    f"a batch {WORKERS} times as fast as its thread did at best, {worst}")
+                    f"a batch {WORKERS} times as fast as its thread did at best, no faster at worst (a worker runs on "
+                    "one thread, as the batch's small ops did on the loop's)")
     return [Finding("dataloader", "batches made on the training loop's thread", evidence, change, saving, r.step_us,
-                    basis, source_of(dataloader),
-                    where=where_of(loads), count_per_step=r.per_step(len(loads)))]
+                    basis, source_of(dataloader), where=where_of(loads), count_per_step=r.per_step(len(loads)))]
+
+
+def _batch_on_gpu(r: Reading, loads: list[CpuOp], loader_spans, evidence: str, share: float,
+                  spread_ops: Counter) -> Finding:
+    """The dataloader finding for a batch made of large tensor ops: made on the GPU, from data kept there."""
+    copies = {id(s): _batch_copies(s) for s in r.steps}
+
+    def on_gpu(keep: float, without_copies: bool):
+        cut = cut_cpu(loader_spans, keep)
+
+        def edit(s):
+            events, tail = cut(s)
+            if without_copies:
+                gone = copies.get(id(s.step)) or _batch_copies(s.step)
+                events = [e for e in events if e.call is None or id(e.call) not in gone]
+            return events, tail
+        return edit
+
+    saving = r.replay.saving(on_gpu(GPU_BATCH_KEEP[1], False), [on_gpu(GPU_BATCH_KEEP[0], True)])
+    names = ", ".join(name.removeprefix("aten::") for name, _ in spread_ops.most_common(3))
+    change = (f"make the batch on the GPU: keep the dataset's tensors there (data = data.to('cuda'), once) and run its "
+              f"{names} on them, a few kernels a sample and no copy of the batch each step; workers would make it "
+              "on the cores torch already spreads these ops over")
+    basis = r.basis(f"{share:.0%} of the loader's time is in ops on {GRAIN_SIZE:,} elements or more, which torch spread "
+                    f"over the loop's cores; on the GPU the loop keeps {GPU_BATCH_KEEP[0]:.0%}-"
+                    f"{GPU_BATCH_KEEP[1]:.0%} of the loading's CPU time to launch them, and the batch's copies to the "
+                    "GPU go at most (they stay where the data is too large to keep there)")
+    return Finding("dataloader", "batches made on the training loop's thread", evidence, change, saving, r.step_us,
+                   basis, source_of(dataloader), where=where_of(loads), count_per_step=r.per_step(len(loads)))
 
 
 def dataloader_workers(r: Reading) -> list[Finding]:
