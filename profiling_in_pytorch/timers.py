@@ -151,9 +151,12 @@ MIN_LOOPS, MAX_LOOPS = 5, 1000
 
 
 def back_to_back(forward: Callable, inputs: Sequence[torch.Tensor], calls: int, seconds: float = LOOP_SECONDS,
-                 min_loops: int = MIN_LOOPS) -> BackToBack:
+                 min_loops: int = MIN_LOOPS, warm: bool = False) -> BackToBack:
     """`calls` forwards in a row, as a decode loop issues them; loops of them for `seconds` (at least `min_loops`),
-    the medians counting.
+    the medians counting. With `warm`, each loop first issues one forward it does not time, so that the timed ones
+    start as a loop's later steps do, behind the GPU's work of the one before (a step of tens of ms runs 2 to a
+    loop: timed from an idle GPU, the first step's CPU work overlapped nothing, and lesson 12's fix of its `.item()`
+    measured about half of what it saves a running loop).
 
     Events before the first and after the last call measure the whole loop on the GPU: if the CPU issues a
     forward faster than the GPU runs it, the GPU never waits and this is the GPU time (with a warm L2: nothing
@@ -166,6 +169,8 @@ def back_to_back(forward: Callable, inputs: Sequence[torch.Tensor], calls: int, 
     while len(per_forward) < min_loops or (time.perf_counter() < end_by and len(per_forward) < MAX_LOOPS):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda.synchronize()
+        if warm:
+            forward(args[-1])
         start.record()
         t0 = time.perf_counter()
         for x in args:

@@ -16,8 +16,9 @@ lessons' profiler with record_shapes. `time_unprofiled(step, run)` gives the thr
                   issue time is taken from the step issued to an idle GPU instead (step 1's two calls): it returns
                   when its last launch is queued, the GPU still working, so no later than the GPU's time, and the
                   line printed says the launch queue filled.
-               3. steps back to back, no synchronize inside, as the profile runs them (timers.back_to_back):
-                  the loop's period, the wall time per step
+               3. steps back to back, no synchronize inside, as the profile runs them (timers.back_to_back),
+                  after one untimed step, so that the first timed one starts behind the GPU's work as the profile's
+                  steps do: the loop's period, the wall time per step
     on a CPU   the step runs on the calling thread: its time is all three (there is no GPU time)
 
 Budgets: HELD_S and LOOP_S on a GPU (at most MAX_REPEATS held steps, at least MIN_REPEATS), CPU_S on a CPU (at least
@@ -114,7 +115,7 @@ def _on_gpu(step: Callable[[], object], barrier) -> tuple[float, float, float, i
         calls = RANKED_LOOP_CALLS  # not from this rank's own medians: every rank must call the step as often
         barrier()
     loop = back_to_back(lambda _: step(), [None], calls, seconds=0.0 if fixed else LOOP_S,
-                                     min_loops=fixed or MIN_REPEATS)
+                        min_loops=fixed or MIN_REPEATS, warm=True)
     return loop.per_forward_us, issue_us, gpu_us, len(issue), queue_full
 
 

@@ -249,16 +249,22 @@ def _largest_input(op: CpuOp) -> int:
     return largest
 
 
-def _batch_ops(steps: list[Step], loader_us: float) -> tuple[float, Counter]:
+def _batch_ops(steps: list[Step], loader_us: float) -> tuple[float, Counter, float]:
     """The share of the loader's time (`loader_us`, its `__next__` boxes whole: the Python between the ops counts, a
-    PIL image's decoding) in ops that torch spreads over its threads (GRAIN_SIZE), and those ops' own time by name."""
+    PIL image's decoding) in ops on the CPU that torch spreads over its threads (GRAIN_SIZE), those ops' own time by
+    name, and the share of the large ops' own time in ops that launched GPU work (a batch made on the GPU already)."""
     spread: Counter = Counter()
+    on_gpu = 0.0
     for s in steps:
         for op in s.ops:
             if not op.is_label and _largest_input(op) >= GRAIN_SIZE and any(
                     SINGLE_PROCESS_LOADER in box for box in op.path):
-                spread[op.name] += op.self_us
-    return (sum(spread.values()) / loader_us if loader_us > 0 else 0.0), spread
+                if op.launched:
+                    on_gpu += op.self_us
+                else:
+                    spread[op.name] += op.self_us
+    large = on_gpu + sum(spread.values())
+    return (sum(spread.values()) / loader_us if loader_us > 0 else 0.0), spread, (on_gpu / large if large else 0.0)
 
 
 def _batch_copies(step: Step) -> set[int]:
@@ -297,7 +303,11 @@ def dataloader(r: Reading) -> list[Finding]:
 
     spent = sum(op.dur for op in loads)
     made = r.per_step(spent)
-    share, spread_ops = _batch_ops(r.steps, spent)
+    share, spread_ops, gpu_share = _batch_ops(r.steps, spent)
+    if gpu_share >= 0.5:
+        # The batch is made on the GPU already (lesson 12 fixed: its samples augmented there, 9.6 ms of launches a
+        # step on a slow H100 host): workers cannot take CUDA work off the loop, and its cost is the launches'.
+        return []
     evidence = (f"{loads[0].name}: {us(made)} a step on the training loop's thread, "
                 f"{made / r.step_us:.0%} of the step")
     if share >= SPREAD_SHARE:
