@@ -156,17 +156,14 @@ def fixes_flag(text: str) -> tuple[str, ...]:
 class Samples(Dataset):
     """Samples made when asked for, as a dataset that reads and augments makes them: one of a few stored inputs,
     shifted along the sequence and scaled (the augmentation), its target and the sample's weight in the loss. As good
-    as endless: the lesson never reaches an epoch's end. Planted, on the CPU: its roll, scaling, tanh and collate work
-    on 256×1024 samples, which torch spreads over the loop thread's cores, so that workers would make the batch on the
-    same cores (4 workers made the planted step slower on two 16-core hosts: 72 to 100 ms on an H200's, 79 to 110 ms
-    on an H100's). The fix, as the advice says it for such a batch: the stored inputs kept on the GPU and augmented
-    there, a few kernels a sample and no copy of the batch each step."""
+    as endless: the lesson never reaches an epoch's end. Its roll, scaling, tanh and collate work on 256×1024 samples,
+    which torch spreads over the loop thread's cores, so that workers would make the batch on the same cores (4 workers
+    made the planted step slower on two 16-core hosts: 72 to 100 ms on an H200's, 79 to 110 ms on an H100's)."""
 
     STORED = 16
 
-    def __init__(self, seq: int, dim: int, device: torch.device | str = "cpu"):
-        stored = torch.randn(self.STORED, seq, dim, generator=torch.Generator().manual_seed(0))
-        self.stored = stored.to(device)  # dataloader's fix: on the GPU, once
+    def __init__(self, seq: int, dim: int):
+        self.stored = torch.randn(self.STORED, seq, dim, generator=torch.Generator().manual_seed(0))
 
     def __len__(self):
         return 1 << 30
@@ -175,10 +172,33 @@ class Samples(Dataset):
         generator = torch.Generator().manual_seed(index)
         shift = int(torch.randint(self.stored.shape[1], (), generator=generator))
         x = self.stored[index % self.STORED].roll(shift, dims=0) * (torch.rand((), generator=generator) + 0.5)
-        weight = torch.rand((), generator=generator) + 0.5
-        if self.stored.is_cuda:  # the fix: the weight made there too (a fill kernel), so that no part of it is copied
-            weight = torch.full((), weight.item(), device=self.stored.device)
-        return x, torch.tanh(x), weight
+        return x, torch.tanh(x), torch.rand((), generator=generator) + 0.5
+
+
+class BatchesOnDevice(Samples):
+    """The dataloader's fix, as the advice says it for a batch of large tensor ops: the stored inputs kept on the device
+    (the GPU), and each batch made there a batch at a time (DataLoader hands `__getitems__` a batch's indices): a
+    gather for every sample's shift, a scale, a tanh, a few kernels and no copy of the batch each step. The same
+    samples as `Samples` makes, drawn from the same generators."""
+
+    def __init__(self, seq: int, dim: int, device: torch.device):
+        super().__init__(seq, dim)
+        self.stored = self.stored.to(device)
+
+    def __getitems__(self, indices):
+        draws = []  # each sample's stored input, shift, scale and weight, as Samples draws them
+        for index in indices:
+            generator = torch.Generator().manual_seed(index)
+            shift = int(torch.randint(self.stored.shape[1], (), generator=generator))
+            scale, weight = float(torch.rand((), generator=generator)), float(torch.rand((), generator=generator))
+            draws.append((index % self.STORED, shift, scale + 0.5, weight + 0.5))
+        device, seq = self.stored.device, self.stored.shape[1]
+        # one small copy for the whole batch, pinned and asynchronous: no wait for the GPU inside the loader
+        which, shifts, scales, weights = torch.tensor(draws, pin_memory=device.type == "cuda").to(
+            device, non_blocking=True).unbind(1)
+        rows = (torch.arange(seq, device=device)[None, :] - shifts.long()[:, None]) % seq  # roll: row s is s - shift
+        x = self.stored[which.long()[:, None], rows] * scales[:, None, None]
+        return [(x[i], y, weights[i]) for i, y in enumerate(torch.tanh(x))]
 
 
 class Block(nn.Module):
@@ -229,8 +249,9 @@ class Training:
         torch.manual_seed(0)
         self.model = nn.Sequential(*[Block(args.dim, args.hidden) for _ in range(args.layers)]).to(device)
         self.optimizer = adamw(list(self.model.parameters()), fixed.single_tensor_optimizer)
-        # dataloader: every sample made on the CPU inside the step; fix: made on the GPU (there is nothing to pin then)
-        samples = Samples(args.seq, args.dim, device if fixed.dataloader else "cpu")
+        # dataloader: every sample made on the CPU inside the step; fix: each batch made on the device, a batch at a
+        # time (nothing to pin then)
+        samples = BatchesOnDevice(args.seq, args.dim, device) if fixed.dataloader else Samples(args.seq, args.dim)
         loader = DataLoader(samples, batch_size=args.batch,
                             pin_memory=fixed.pageable_copy and device.type == "cuda" and not fixed.dataloader)
         self.batches = iter(loader)

@@ -141,6 +141,21 @@ def test_every_fix_keeps_the_maths():
     assert losses["fixed"] == pytest.approx(losses["planted"], rel=1e-5)
 
 
+def test_the_batches_made_on_the_device_are_the_samples_made_one_by_one():
+    """The dataloader's fix makes a batch in a few ops over all its samples (__getitems__): the same shifts, scales
+    and weights, drawn from the same generators, as the planted dataset's sample-by-sample roll, scale and tanh."""
+    planted, fixed = LESSON.Samples(16, 8), LESSON.BatchesOnDevice(16, 8, torch.device("cpu"))
+    indices = [3, 17, 40, 5]
+    batch = fixed.__getitems__(indices)
+    assert len(batch) == len(indices)
+    for index, (x, y, w) in zip(indices, batch):
+        px, py, pw = planted[index]
+        assert torch.allclose(x, px, rtol=1e-6, atol=1e-6) and torch.allclose(y, py, rtol=1e-6, atol=1e-6)
+        assert float(w) == pytest.approx(float(pw), rel=1e-6)
+    loader = iter(torch.utils.data.DataLoader(fixed, batch_size=4))  # DataLoader hands it a batch's indices
+    assert next(loader)[0].shape == (4, 16, 8)
+
+
 # --- the rule a measured saving is weighed by -----------------------------------------------------------------
 
 

@@ -344,8 +344,9 @@ def _batch_on_gpu(r: Reading, loads: list[CpuOp], loader_spans, evidence: str, s
     saving = r.replay.saving(on_gpu(GPU_BATCH_KEEP[1], False), [on_gpu(GPU_BATCH_KEEP[0], True)])
     names = ", ".join(name.removeprefix("aten::") for name, _ in spread_ops.most_common(3))
     change = (f"make the batch on the GPU: keep the dataset's tensors there (data = data.to('cuda'), once) and run its "
-              f"{names} on them, a few kernels a sample and no copy of the batch each step; workers would make it "
-              "on the cores torch already spreads these ops over")
+              f"{names} there over all of a batch's samples at once (Dataset.__getitems__(indices)), a few kernels "
+              "and no copy of the batch each step; workers would make it on the cores torch already spreads these "
+              "ops over")
     basis = r.basis(f"{share:.0%} of the loader's time is in ops on {GRAIN_SIZE:,} elements or more, which torch spread "
                     f"over the loop's cores; on the GPU the loop keeps {GPU_BATCH_KEEP[0]:.0%}-"
                     f"{GPU_BATCH_KEEP[1]:.0%} of the loading's CPU time to launch them, and the batch's copies to the "
