@@ -15,6 +15,7 @@ from dataclasses import replace
 from trace_report.advice.common import (DATALOADER, MULTI_PROCESS_LOADER, SINGLE_PROCESS_LOADER, Reading, in_loader,
                                         loader_next, megabytes, source_of, times, us, where_of)
 from trace_report.advice.findings import Finding
+from trace_report.kernels import METADATA_OPS
 from trace_report.peaks import architecture
 from trace_report.advice.replay import cut_cpu, edit_events, spans_of
 from trace_report.model import CpuOp, RuntimeCall, Step
@@ -222,8 +223,9 @@ WORKER_KEEP = (0.03, 0.2)
 # at worst no faster than it did alone, where the batch's ops are small: each runs on one thread either way.
 WORKERS = 4
 # torch spreads an op that touches this many elements or more over its intra-op threads, one per core by default
-# (at::internal::GRAIN_SIZE). Where ops that large are this share of the loader's time or more (lesson 12's batch:
-# 37-47% on four hosts; a 2021 ResNet-50's, its images decoded by PIL in Python: 22%), the loop's thread made
+# (at::internal::GRAIN_SIZE). Where ops that large (views left out) are this share of the loader's time or more
+# (lesson 12's batch: 36-44% on five hosts' traces; a 2021 ResNet-50's, its images decoded by PIL in Python: 16%; a
+# HF OWLv2 benchmark's: under 1%), the loop's thread made
 # the batch on every core already, and workers would make it on the same cores: lesson 12's batch (tanh, mul, roll and
 # collate on 256×1024 samples, 68 MB a step) took the planted step from 79 to 110 ms on a 16-core H100 host with 4
 # workers of 4 threads each, and from 72 to 100 ms on a 16-core H200 host with workers of one thread (one H100 host of
@@ -231,6 +233,8 @@ WORKERS = 4
 # take microseconds, from data kept there (no copy of the batch each step).
 GRAIN_SIZE = 32768
 SPREAD_SHARE = 0.3
+# Ops on a large tensor that do no work on it: views (a sample indexed out of a stored tensor, a batch unbound)
+NO_WORK = METADATA_OPS | {"unbind", "split", "chunk", "narrow", "detach", "view_as", "expand_as"}
 # A batch made on the GPU keeps this share of the loader's CPU time, least and most: a few launches a sample where the
 # CPU ran the ops (lesson 12: 5 ops a sample, 32 samples a batch).
 GPU_BATCH_KEEP = (0.03, 0.15)
@@ -257,8 +261,8 @@ def _batch_ops(steps: list[Step], loader_us: float) -> tuple[float, Counter, flo
     on_gpu = 0.0
     for s in steps:
         for op in s.ops:
-            if not op.is_label and _largest_input(op) >= GRAIN_SIZE and any(
-                    SINGLE_PROCESS_LOADER in box for box in op.path):
+            if not op.is_label and op.name.removeprefix("aten::") not in NO_WORK and \
+                    _largest_input(op) >= GRAIN_SIZE and any(SINGLE_PROCESS_LOADER in box for box in op.path):
                 if op.launched:
                     on_gpu += op.self_us
                 else:
