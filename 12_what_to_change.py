@@ -338,6 +338,9 @@ def check_fixes(advice, training: Training, fixed: Fixed, args, device: torch.de
         t.close()
     judged = [timings.judged(f.rule, *f.saving_us, baseline=AS_PROFILED) for f in findings]
     lesson_advice.print_judged(judged, "predicted saving per step against measured, each fix alone")
+    drift = lesson_advice.drift_text(advice.step_us, timings.least_us[AS_PROFILED])
+    if drift:
+        lesson.console.print(f"  [yellow]![/yellow] {drift}", soft_wrap=True)
     ok, text = lesson_advice.ranking(findings[0].rule, judged)
     mark = {True: "[green]✓[/green]", False: "[red]✗[/red]", None: "[dim]–[/dim]"}[ok]
     lesson.console.print(f"  {mark} the first finding saves the most alone: {text}", soft_wrap=True)

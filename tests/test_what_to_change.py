@@ -217,6 +217,13 @@ def test_every_fix_is_timed_against_one_baseline_in_turning_rounds():
     assert slower.saving_us < 0 and "slower" in slower.reason
 
 
+def test_a_host_whose_pace_changed_since_the_profile_is_said():
+    # an H100 host: 164.35 ms before the profile, 70.17 ms in the fix check's rounds
+    text = lesson_advice.drift_text(164_350, 70_170)
+    assert "70.17 ms in these rounds and 164.35 ms when timed before the profile" in text, text
+    assert lesson_advice.drift_text(85_740, 69_720) == ""  # within 25%: nothing said
+
+
 def test_the_ranking_names_the_fix_that_saved_most():
     a = lesson_advice.Judged("dataloader", 100, 200, before_us=1000, after_us=850)
     b = lesson_advice.Judged("zero-grad", 10, 20, before_us=1000, after_us=985)

@@ -129,6 +129,21 @@ def measure_savings(steps: dict[str, Callable[[], object]], device: torch.device
     return Timings({name: min(t) for name, t in times.items()}, {name: max(t) - min(t) for name, t in times.items()})
 
 
+DRIFT = 0.25  # the step as profiled, timed in the rounds, this far from the step the advice's ranges are shares of
+
+
+def drift_text(step_us: float, baseline_us: float) -> str:
+    """A line where the host's pace changed between the step timed before the profile (the step the advice's ranges
+    are read against) and the same step timed beside its fixes; empty where they agree within DRIFT. (An H100 host
+    timed lesson 12's planted step at 164 ms before its profile and 70 ms in the rounds: its CPU had run 2.3x slower
+    for the first 20 s, and the dataloader's range, read off a trace recorded then, was 2.6x the saving measured.)"""
+    if step_us <= 0 or abs(baseline_us / step_us - 1) <= DRIFT:
+        return ""
+    return (f"the host's pace changed: the step as profiled took {_us(baseline_us)} in these rounds and "
+            f"{_us(step_us)} when timed before the profile, whose trace the ranges are read off; a range of CPU "
+            "work is then off by as much, one of GPU work is not")
+
+
 def print_judged(judged: Sequence[Judged], title: str) -> None:
     """The table: each fix's predicted range, the saving measured, ✓ or ✗; then each ✗'s reason, in words."""
     table = Table(title=title, title_justify="left")
