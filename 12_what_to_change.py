@@ -18,8 +18,8 @@ the advice's rule that finds it:
 guesses which rules the advice should find (the planted habits) and which it must not (the fixed ones), profiles five
 steps as the posts do, prints the advice and checks the guesses. Then it does what the advice says, one change at a
 time: for each finding it builds the step with that one fix added, times it without the profiler against the step
-without it, and weighs the saving measured against the range the advice predicted (✓ inside it, or within 25% of its
-nearest end). The first finding should be the change that saves the most alone. Last, every fix at once, beside the
+without it (every step once a round, a few rounds, the least timing of each kept), and weighs the saving measured
+against the range the advice predicted (✓ inside it, or within 25% of its nearest end). The first finding should be the change that saves the most alone. Last, every fix at once, beside the
 sum of the predictions: savings do not add (a step that no longer waits on its data may now wait on its launches).
 
 Not every textbook fix pays. On a GPU, at this lesson's sizes, two habits cost under 1% of the step, and the lesson
