@@ -1,7 +1,10 @@
 """Lesson 12's training step on an H200 (torch 2.11), recorded twice: with every habit planted and with every habit
 fixed. The same step, the same sizes: each rule the planted trace holds a pattern for fires on it, and none of them
-on the fixed one (the pairs the host's rules are checked on, beside other people's traces in test_advice.py). The same
-pair from an H100 host whose CPU ran torch's ops up to 30× slower on its threads checks what a slow host changes."""
+on the fixed one (the pairs the host's rules are checked on, beside other people's traces in test_advice.py). The H200's
+fixed step is the lesson's earlier one, its batches made by 4 DataLoader workers (which did not keep up in one step of
+three: the dataloader-workers rule's real trace); the lesson's fix now makes each batch on the GPU, as the H100's fixed
+trace does. The H100's planted trace is from a host whose CPU ran torch's ops up to 30× slower on its threads: what a
+slow host changes."""
 
 from __future__ import annotations
 
