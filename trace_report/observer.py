@@ -232,12 +232,10 @@ def recording_options(trace: Trace, meta: dict) -> dict[str, str]:
     input shapes on its ops (record_shapes) and module frames from Python stacks (with_stack). profile_memory's
     `[memory]` events and with_modules leave nothing the reader keeps: only the metadata says those."""
     found = {option: "the trace's metadata" for option in OPTIONS if _truthy(meta.get(option))}
-    def ops():  # walked only where the metadata is silent
-        return (op for step in trace.steps for op in step.ops)
-
-    if "record_shapes" not in found and any(op.input_dims for op in ops()):
+    if "record_shapes" not in found and any(op.input_dims for step in trace.steps for op in step.ops):
         found["record_shapes"] = "input shapes on its ops"
-    if "with_stack" not in found and (trace.module_source == MODULES_FROM_STACKS or any(op.modules for op in ops())):
+    # an op's modules come from the stacks' module frames alone (reader._place_in_modules)
+    if "with_stack" not in found and trace.module_source == MODULES_FROM_STACKS:
         found["with_stack"] = "Python frames around its ops"
     return {option: found[option] for option in OPTIONS if option in found}
 
