@@ -225,12 +225,12 @@ WORKERS = 4
 # torch spreads an op that touches this many elements or more over its intra-op threads, one per core by default
 # (at::internal::GRAIN_SIZE). Where ops that large (views left out) are this share of the loader's time or more
 # (lesson 12's batch: 36-44% on five hosts' traces; a 2021 ResNet-50's, its images decoded by PIL in Python: 16%; a
-# HF OWLv2 benchmark's: under 1%), the loop's thread made
-# the batch on every core already, and workers would make it on the same cores: lesson 12's batch (tanh, mul, roll and
-# collate on 256×1024 samples, 68 MB a step) took the planted step from 79 to 110 ms on a 16-core H100 host with 4
-# workers of 4 threads each, and from 72 to 100 ms on a 16-core H200 host with workers of one thread (one H100 host of
-# three saved 36 ms of a 145 ms step). Such a batch is tensor work: the change then makes it on the GPU, where its ops
-# take microseconds, from data kept there (no copy of the batch each step).
+# HF OWLv2 benchmark's: under 1%), the loop's thread made the batch on every core already, and workers would make it
+# on the same cores: lesson 12's batch (tanh, mul, roll and collate on 256×1024 samples, 68 MB a step) took the planted
+# step from 79 to 110 ms on a 16-core H100 host with 4 workers of 4 threads each, and from 72 to 100 ms on a 16-core
+# H200 host with workers of one thread (one H100 host of three saved 36 ms of a 145 ms step). Such a batch is tensor
+# work: the change then makes it on the GPU, where its ops take microseconds, from data kept there (no copy of the
+# batch each step).
 GRAIN_SIZE = 32768
 SPREAD_SHARE = 0.3
 # Ops on a large tensor that do no work on it: views (a sample indexed out of a stored tensor, a batch unbound)
@@ -309,8 +309,8 @@ def dataloader(r: Reading) -> list[Finding]:
     made = r.per_step(spent)
     share, spread_ops, gpu_share = _batch_ops(r.steps, spent)
     if gpu_share >= 0.5:
-        # The batch is made on the GPU already (lesson 12 fixed: its samples augmented there, 9.6 ms of launches a
-        # step on a slow H100 host): workers cannot take CUDA work off the loop, and its cost is the launches'.
+        # The batch is made on the GPU already: workers cannot take CUDA work off the loop, and its cost is the
+        # launches' (lesson 12's fix made a sample at a time on a slow H100 host: 9.6 ms of launches a step).
         return []
     evidence = (f"{loads[0].name}: {us(made)} a step on the training loop's thread, "
                 f"{made / r.step_us:.0%} of the step")
