@@ -19,8 +19,9 @@ guesses which rules the advice should find (the planted habits) and which it mus
 steps as the posts do, prints the advice and checks the guesses. Then it does what the advice says, one change at a
 time: for each finding it builds the step with that one fix added, times it without the profiler against the step
 without it (every step once a round, a few rounds, the least timing of each kept), and weighs the saving measured
-against the range the advice predicted (✓ inside it, or within 25% of its nearest end). The first finding should be the change that saves the most alone. Last, every fix at once, beside the
-sum of the predictions: savings do not add (a step that no longer waits on its data may now wait on its launches).
+against the range the advice predicted (✓ inside it, or within 25% of its nearest end). The first finding should be
+the change that saves the most alone. Last, every fix at once, beside the sum of the predictions: savings do not add
+(a step that no longer waits on its data may now wait on its launches).
 
 Not every textbook fix pays. On a GPU, at this lesson's sizes, two habits cost under 1% of the step, and the lesson
 guesses that the advice stays silent on them: AdamW's loop over 16 weight tensors (four of them 16 MB, where a fused
@@ -75,7 +76,7 @@ LABELS = ("data", "zero_grad", "forward", "backward", "optimizer")
 # Each habit: what it is, its fix (in words), and the fix's part of the trace's file name.
 HABITS = {
     "dataloader": ("DataLoader(num_workers=0): each batch made on the CPU inside the step",
-                   "the batch made on the GPU, from the dataset's tensors kept there", "gpu-batch"),
+                   "each batch made on the GPU, a batch at a time, from the data kept there", "gpu-batch"),
     "pageable-copy": ("x.to(device) from pageable memory", "pin_memory=True, .to(device, non_blocking=True)", "pinned"),
     "sync": ("running_loss += loss.item() every step", "running_loss += loss.detach()", "sync"),
     "fp32-matmul": ("fp32 GEMMs", "TF32 matmuls", "tf32"),
