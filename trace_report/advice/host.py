@@ -15,6 +15,7 @@ from dataclasses import replace
 from trace_report.advice.common import (DATALOADER, MULTI_PROCESS_LOADER, SINGLE_PROCESS_LOADER, Reading, in_loader,
                                         loader_next, megabytes, source_of, times, us, where_of)
 from trace_report.advice.findings import Finding
+from trace_report.advice.launches import LOOP_MIN
 from trace_report.kernels import METADATA_OPS
 from trace_report.peaks import architecture
 from trace_report.advice.replay import cut_cpu, edit_events, spans_of
@@ -238,6 +239,9 @@ NO_WORK = METADATA_OPS | {"unbind", "split", "chunk", "narrow", "detach", "view_
 # A batch made on the GPU keeps this share of the loader's CPU time, least and most: a few launches a sample where the
 # CPU ran the ops (lesson 12: 5 ops a sample, 32 samples a batch).
 GPU_BATCH_KEEP = (0.03, 0.15)
+# A batch made on the GPU a sample at a time, made a batch at a time: each op's CPU time a step is one call's instead of
+# one per sample (32 in lesson 12), least and most kept: a batch's op costs a sample's and more (its indices).
+SAMPLE_OPS_KEEP = (0.05, 0.2)
 
 
 def _largest_input(op: CpuOp) -> int:
@@ -308,12 +312,12 @@ def dataloader(r: Reading) -> list[Finding]:
     spent = sum(op.dur for op in loads)
     made = r.per_step(spent)
     share, spread_ops, gpu_share = _batch_ops(r.steps, spent)
-    if gpu_share >= 0.5:
-        # The batch is made on the GPU already: workers cannot take CUDA work off the loop, and its cost is the
-        # launches' (lesson 12's fix made a sample at a time on a slow H100 host: 9.6 ms of launches a step).
-        return []
     evidence = (f"{loads[0].name}: {us(made)} a step on the training loop's thread, "
                 f"{made / r.step_us:.0%} of the step")
+    if gpu_share >= 0.5:
+        # The batch is made on the GPU already: workers cannot take CUDA work off the loop; what can go is a launch
+        # per sample and op
+        return _samples_on_gpu(r, loads, evidence)
     if share >= SPREAD_SHARE:
         return [_batch_on_gpu(r, loads, loader_spans, evidence, share, spread_ops)]
     low, high = r.replay.saving(cut_cpu(loader_spans, WORKER_KEEP[1]), [cut_cpu(loader_spans, WORKER_KEEP[0])])
@@ -327,6 +331,38 @@ def dataloader(r: Reading) -> list[Finding]:
                     "one thread, as the batch's small ops did on the loop's)")
     return [Finding("dataloader", "batches made on the training loop's thread", evidence, change, saving, r.step_us,
                     basis, source_of(dataloader), where=where_of(loads), count_per_step=r.per_step(len(loads)))]
+
+
+def _samples_on_gpu(r: Reading, loads: list[CpuOp], evidence: str) -> list[Finding]:
+    """The dataloader finding for a batch made on the GPU a sample at a time: the dataset's ops that launch GPU work,
+    called once per sample (LOOP_MIN times a step or more), made once per batch instead; [] for a batch made a batch
+    at a time."""
+    per_sample: dict[str, list[CpuOp]] = {}
+    for s in r.steps:
+        for op in s.ops:
+            if op.launched and not op.is_label and _top_level(op) and in_loader(op):
+                per_sample.setdefault(op.name, []).append(op)
+    repeated = {name: ops for name, ops in per_sample.items() if r.per_step(len(ops)) >= LOOP_MIN}
+    if not repeated:
+        return []
+    ops = [op for found in repeated.values() for op in found]
+
+    def launching_spans(step: Step):
+        return spans_of(op for op in ops if step.ts <= op.ts <= step.ts + step.dur)
+
+    saving = r.replay.saving(cut_cpu(launching_spans, SAMPLE_OPS_KEEP[1]), [cut_cpu(launching_spans,
+                                                                                  SAMPLE_OPS_KEEP[0])])
+    names = ", ".join(f"{name.removeprefix('aten::')} ×{r.per_step(len(found)):,.0f}"
+                      for name, found in sorted(repeated.items(), key=lambda kv: -len(kv[1]))[:4])
+    launches = r.per_step(sum(op.launched for op in ops))
+    evidence += (f"; made on the GPU a sample at a time: {names} a step, {launches:,.0f} launches and "
+                 f"{us(r.per_step(sum(op.dur for op in ops)))} of CPU a step in them")
+    change = ("make each batch in a few ops over all its samples: a Dataset's __getitems__(indices), which DataLoader "
+              "hands a batch's indices, indexing the data with all of them at once")
+    basis = r.basis(f"one op a batch for each op a sample, keeping {SAMPLE_OPS_KEEP[0]:.0%}-{SAMPLE_OPS_KEEP[1]:.0%} "
+                    "of those ops' CPU time; the samples' own Python (their indices, their random draws) stays")
+    return [Finding("dataloader", "batches made on the GPU a sample at a time", evidence, change, saving, r.step_us,
+                    basis, source_of(dataloader), where=where_of(ops), count_per_step=r.per_step(len(loads)))]
 
 
 def _batch_on_gpu(r: Reading, loads: list[CpuOp], loader_spans, evidence: str, share: float,

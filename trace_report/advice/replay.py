@@ -110,6 +110,10 @@ class Replay:
     # applied to this one (the replay's absolute µs are the profiled step's, whatever the CPU's scale)
     target_us: float | None = None
 
+    def fitted_slowdown(self) -> float | None:
+        """The CPU's slowdown at which the replay takes the step timed without the profiler (`target_us`), or None."""
+        return _fitted(self)
+
     def given_back(self, before: float, after: float) -> float:
         """What the steps replayed `before` and `after` a change (their periods summed) give back per step, in the
         step the saving is said of: with a target, the share of the steps' time saved, of the target's step. A share
@@ -136,6 +140,30 @@ class Replay:
                     after[i] += s.period(events, tail, cpu_scale=scale)
             results += [self.given_back(b, a) for b, a in zip(before, after)]
         return max(0.0, min(results)), max(0.0, max(results))
+
+
+FIT_SCALES = (0.125, 1.0)  # the CPU speeds (of the recorded one) a fitted slowdown is searched between
+
+
+def _fitted(r: Replay) -> float | None:
+    """The CPU's slowdown under the profiler at which the replayed steps' mean period is the step timed without the
+    profiler (`target_us`): 1.0 where the recorded CPU already gives it, None where no speed does (the GPU's own work
+    outlasts it). Bisection: the period only shrinks as the CPU gets faster."""
+    if r.target_us is None or not r.steps:
+        return None
+
+    def period(scale: float) -> float:
+        return sum(s.period(cpu_scale=scale) for s in r.steps) / len(r.steps)
+
+    low, high = FIT_SCALES
+    if period(high) <= r.target_us:
+        return 1.0
+    if period(low) > r.target_us:
+        return None
+    for _ in range(20):  # to a millionth of the speed
+        mid = (low + high) / 2
+        low, high = (mid, high) if period(mid) <= r.target_us else (low, mid)
+    return 1.0 / low
 
 
 def scaled_saving(r: Replay, keep: tuple[float, float]) -> tuple[float, float]:

@@ -180,3 +180,32 @@ def test_workers_that_keep_up_are_not_named(tmp_path):
     path = tmp_path / "workers_kept_up.json"
     path.write_text(json.dumps(doc))
     assert trace_report.read(path).advice.finding("dataloader-workers") is None
+
+
+# Lesson 12's fixed step when its fix made each sample on the GPU, one sample at a time (the stored inputs on the GPU,
+# roll, scale, tanh and the weight's fill per sample: 128 launches a step from the DataLoader), on two H100 hosts
+SAMPLES_ON_GPU = FIXTURES / "h100" / "dataloader"
+
+
+def test_a_batch_made_on_the_gpu_a_sample_at_a_time_is_named():
+    """On a host whose CPU ran torch's ops slowly, the loader's launches were 9.6 ms of a 10.3 ms step: made a batch at
+    a time, each op's launches are one call's. Workers would not help (the work is the GPU's): they are not named."""
+    report = trace_report.read(SAMPLES_ON_GPU / "samples_on_gpu_slow_host.json.gz")
+    assert report.verdict.cause == "data loading"
+    finding = report.advice.finding("dataloader")
+    assert finding is not None and finding.title == "batches made on the GPU a sample at a time", report.advice.rules
+    assert "roll ×32" in finding.evidence and "128 launches" in finding.evidence, finding.evidence
+    assert "__getitems__" in finding.change and "num_workers" not in finding.change
+    low, high = finding.saving_us
+    assert 500 < low <= high < 3_420, finding.saving_us  # at most the per-sample ops' own CPU time, 3.42 ms a step
+
+
+def test_the_replayed_cpu_is_as_fast_as_the_step_timed_without_the_profiler():
+    """The same step on a host that held still: its issue time measured without the profiler makes the CPU 1.19x
+    faster than recorded, but the replay then takes 9.1 ms for a step timed at 7.43 ms (its GPU working 7.38 ms). At
+    1.37x it takes 7.43 ms, and the loader's launches are worth 0.23 ms at that end, not 0.54."""
+    report = trace_report.read(SAMPLES_ON_GPU / "samples_on_gpu.json.gz")
+    finding = report.advice.finding("dataloader")
+    low, high = finding.saving_us
+    assert low < 300 < high, finding.saving_us
+    assert "the CPU 1.2× to 1.4× faster than recorded" in finding.basis, finding.basis
