@@ -143,6 +143,7 @@ class Replay:
 
 
 FIT_SCALES = (0.125, 1.0)  # the CPU speeds (of the recorded one) a fitted slowdown is searched between
+FIT_STEPS = 4
 
 
 def _fitted(r: Replay) -> float | None:
@@ -151,16 +152,19 @@ def _fitted(r: Replay) -> float | None:
     outlasts it). Bisection: the period only shrinks as the CPU gets faster."""
     if r.target_us is None or not r.steps:
         return None
+    # A few of the replayed steps, spread over them: each speed tried replays them all (16 of a Mamba trace's steps, 22
+    # speeds: 0.35 s of its 0.7 s advice)
+    steps = r.steps[::max(1, len(r.steps) // FIT_STEPS)][:FIT_STEPS]
 
     def period(scale: float) -> float:
-        return sum(s.period(cpu_scale=scale) for s in r.steps) / len(r.steps)
+        return sum(s.period(cpu_scale=scale) for s in steps) / len(steps)
 
     low, high = FIT_SCALES
     if period(high) <= r.target_us:
         return 1.0
     if period(low) > r.target_us:
         return None
-    for _ in range(20):  # to a millionth of the speed
+    for _ in range(12):  # to a 4000th of the speeds' span
         mid = (low + high) / 2
         low, high = (mid, high) if period(mid) <= r.target_us else (low, mid)
     return 1.0 / low
