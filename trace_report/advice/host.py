@@ -340,7 +340,8 @@ def _samples_on_gpu(r: Reading, loads: list[CpuOp], evidence: str) -> list[Findi
     per_sample: dict[str, list[CpuOp]] = {}
     for s in r.steps:
         for op in s.ops:
-            if op.launched and not op.is_label and _top_level(op) and in_loader(op):
+            if op.launched and not op.is_label and _top_level(op) and any(
+                    SINGLE_PROCESS_LOADER in box for box in op.path):
                 per_sample.setdefault(op.name, []).append(op)
     repeated = {name: ops for name, ops in per_sample.items() if r.per_step(len(ops)) >= LOOP_MIN}
     if not repeated:
