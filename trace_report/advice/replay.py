@@ -16,8 +16,9 @@ row and takes the period of the last, so that a CPU which runs ahead of its GPU 
 Two things make the saving a range. The profiler slows the CPU's side down (each recorded op costs more): the replay
 runs once with the CPU as recorded and once with it faster by the largest slowdown measured for the trace's recording
 options (profiler_costs.py), since the change will run without the profiler; where the trace holds its step timed
-without the profiler, also as fast as makes the replayed step take that long (`Replay.fitted_slowdown`). And each rule says how sure it is of the
-change's effect on the work it edits (a TF32 GEMM 3 to 8 times faster, say): each edit comes as (low, high) variants.
+without the profiler, also as fast as makes the replayed step take that long (`Replay.fitted_slowdown`). And each
+rule says how sure it is of the change's effect on the work it edits (a TF32 GEMM 3 to 8 times faster, say): each
+edit comes as (low, high) variants.
 
 The GPU is taken as one queue: work on several streams that overlaps (collectives beside compute, a side stream's
 copies) is replayed one item after the other. Where a trace's GPU work overlaps itself by more than OVERLAP_SHARE
