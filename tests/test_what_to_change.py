@@ -239,8 +239,8 @@ FIXTURES_ROOT = Path(trace_report.__file__).parent / "tests" / "fixtures"
 GPU_TAG = "{batch}_{seq}_{dim}_{hidden}_L{layers}".format(**LESSON.GPU_SIZES)
 
 
-# An H200 host, and an H100 host whose CPU ran torch's ops up to 30x slower on its 16 threads than on one: the position
-# table took 8.9 ms a step to make there, 0.8 ms on the H200 host
+# An H200 host, and H100 hosts: the planted step on one whose CPU ran torch's ops up to 30x slower on its 16 threads
+# than on one (the position table took 8.9 ms a step to make there, 0.8 ms on the H200 host), the fixed step on another
 @pytest.mark.parametrize("host", ["h200", "h100"])
 @pytest.mark.parametrize("fixes", [(), tuple(LESSON.HABITS)], ids=["planted", "fixed-all"])
 def test_what_the_lesson_guesses_on_a_gpu_holds_on_its_gpu_traces(fixes, host):

@@ -61,7 +61,7 @@ def rule_found(rule: str, what: str) -> Expectation:
             missing = f"; the trace lacks: {'; '.join(advice.missing)}" if advice.missing else ""
             weighed = f" ({weighed_text(advice, rule)})" if advice.weighed(rule) is not None else ""
             return Outcome(False, f"not found{weighed}: {_found_text(advice)}{missing}")
-        rank = [f.rule for f in advice.findings].index(rule) + 1
+        rank = advice.rules.index(rule) + 1
         low, high = finding.saving_us
         return Outcome(True, f"#{rank} of {len(advice.findings)}: {finding.title} "
                              f"(saves {_us(low)}–{_us(high)} a step, {finding.share_of_step:.0%} of it at most)")

@@ -257,6 +257,11 @@ def _largest_input(op: CpuOp) -> int:
     return largest
 
 
+def _making_batch(op: CpuOp) -> bool:
+    """An op inside the single-process loader's `__next__`: the batch being made on the loop's thread."""
+    return any(SINGLE_PROCESS_LOADER in box for box in op.path)
+
+
 def _batch_ops(steps: list[Step], loader_us: float) -> tuple[float, Counter, float]:
     """The share of the loader's time (`loader_us`, its `__next__` boxes whole: the Python between the ops counts, a
     PIL image's decoding) in ops on the CPU that torch spreads over its threads (GRAIN_SIZE), those ops' own time by
@@ -266,7 +271,7 @@ def _batch_ops(steps: list[Step], loader_us: float) -> tuple[float, Counter, flo
     for s in steps:
         for op in s.ops:
             if not op.is_label and op.name.removeprefix("aten::") not in NO_WORK and \
-                    _largest_input(op) >= GRAIN_SIZE and any(SINGLE_PROCESS_LOADER in box for box in op.path):
+                    _largest_input(op) >= GRAIN_SIZE and _making_batch(op):
                 if op.launched:
                     on_gpu += op.self_us
                 else:
@@ -340,8 +345,7 @@ def _samples_on_gpu(r: Reading, loads: list[CpuOp], evidence: str) -> list[Findi
     per_sample: dict[str, list[CpuOp]] = {}
     for s in r.steps:
         for op in s.ops:
-            if op.launched and not op.is_label and _top_level(op) and any(
-                    SINGLE_PROCESS_LOADER in box for box in op.path):
+            if op.launched and not op.is_label and _top_level(op) and _making_batch(op):
                 per_sample.setdefault(op.name, []).append(op)
     repeated = {name: ops for name, ops in per_sample.items() if r.per_step(len(ops)) >= LOOP_MIN}
     if not repeated:
@@ -369,7 +373,7 @@ def _samples_on_gpu(r: Reading, loads: list[CpuOp], evidence: str) -> list[Findi
 def _batch_on_gpu(r: Reading, loads: list[CpuOp], loader_spans, evidence: str, share: float,
                   spread_ops: Counter) -> Finding:
     """The dataloader finding for a batch made of large tensor ops: made on the GPU, from data kept there."""
-    copies = {id(s): _batch_copies(s) for s in r.steps}
+    copies: dict[int, set[int]] = {}  # per replayed step, found once: each edit asks again
 
     def on_gpu(keep: float, without_copies: bool):
         cut = cut_cpu(loader_spans, keep)
@@ -377,7 +381,9 @@ def _batch_on_gpu(r: Reading, loads: list[CpuOp], loader_spans, evidence: str, s
         def edit(s):
             events, tail = cut(s)
             if without_copies:
-                gone = copies.get(id(s.step)) or _batch_copies(s.step)
+                gone = copies.get(id(s.step))
+                if gone is None:
+                    gone = copies[id(s.step)] = _batch_copies(s.step)
                 events = [e for e in events if e.call is None or id(e.call) not in gone]
             return events, tail
         return edit

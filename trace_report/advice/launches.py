@@ -107,7 +107,7 @@ def loop_kernels(r: Reading) -> list[Finding]:
 
     Sources: torch.profiler's pattern matcher (ForLoopIndexingPattern), the PyTorch performance tuning guide."""
     memo = _LoopMemo()
-    per_step = {id(s): _row_loops(s, memo) for s in r.steps}
+    per_step = {id(s): _loops(s, memo, layers=False) for s in r.steps}
     loops = [(ops, n) for found in per_step.values() for ops, n in found]
     if not loops:
         return []
@@ -120,7 +120,7 @@ def loop_kernels(r: Reading) -> list[Finding]:
 
     def spans(step: Step):
         if id(step) not in spans_by_step:
-            found = per_step[id(step)] if id(step) in per_step else _row_loops(step, memo)
+            found = per_step[id(step)] if id(step) in per_step else _loops(step, memo, layers=False)
             items = [o for ops, _ in found for o in ops]
             # the backward's nodes for the loop's ops, on autograd's thread: one per op and row
             if backward_nodes:
@@ -160,11 +160,6 @@ def loop_kernels(r: Reading) -> list[Finding]:
 # all-reduce), which no vectorised op replaces: the launches' finding weighs it. Mamba's reference scan, one step of
 # the sequence per iteration, multiplies activations (aten::matmul) and stays a loop over rows.
 LAYER_OPS = ("aten::linear", "aten::addmm", "attention", "flash", "all_reduce", "all_gather", "c10d::", "nccl")
-
-
-def _row_loops(step: Step, memo: _LoopMemo) -> list[tuple[list[CpuOp], int]]:
-    """The step's loops (_loops) but for a model's loops over its layers (LAYER_OPS)."""
-    return _loops(step, memo, layers=False)
 
 
 _BACKWARD_SUFFIX = re.compile(r"Backward\d*$")  # MseLossBackward0, SqueezeBackward1: the node's op, then its number

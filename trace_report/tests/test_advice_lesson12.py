@@ -41,7 +41,8 @@ def test_each_habit_the_planted_step_pays_for_is_found(planted, rule):
     assert "12_what_to_change.py" in (finding.where or ""), finding.where
 
 
-SLOW_HOST = FIXTURES / "h100" / "traces" / "12_what_to_change"  # the same step on an H100 host with a slow CPU
+# The same step on H100 hosts: planted on one whose CPU was slow, fixed (each batch made on the GPU) on another
+SLOW_HOST = FIXTURES / "h100" / "traces" / "12_what_to_change"
 
 
 def test_a_slow_hosts_position_table_is_weighed_by_its_making():
