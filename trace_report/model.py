@@ -71,6 +71,9 @@ class CpuOp:
     # from the Python frames (with_stack=True), libraries' frames (torch, transformers, the standard library, ...)
     # left out. None without stacks, or inside a library only (autograd's thread runs the backward with no frame).
     source: str | None = None
+    # The op (not a label) directly around it on its thread, as the reader nests the boxes (None at the top): where
+    # the roofline looks for the FLOPs of an op that has no formula of its own (`aten::linear` around `aten::addmm`).
+    parent_op: CpuOp | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(slots=True)

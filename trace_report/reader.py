@@ -34,7 +34,7 @@ import math
 import re
 import zlib
 from collections import Counter, defaultdict
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -344,14 +344,14 @@ class _Collector:
         self.flow_start.clear()
         self.flow_end.clear()
         launches = Counter(id(work.launch) for work in self.gpu if work.launch is not None)
-        _nest(self.ops, self.runtime, launches)
-        # A generator, not a list: a list of every box's tuple was a fifth of the read's peak memory (29 of 209 MB
-        # for a Mamba trace's 330k boxes).
-        boxes = itertools.chain(((o.pid, o.tid, o.ts, o.dur, True) for o in self.ops),
-                                ((c.pid, c.tid, c.ts, c.dur, True) for c in self.runtime),
-                                ((pid, tid, ts, dur, True) for _, ts, dur, pid, tid in self.steps),
-                                ((pid, tid, ts, dur, False) for pid, tid, ts, dur in self.python_frames))
-        self_cpu_total, cpu_undrawn = _self_cpu_total(boxes)
+        # One sort of each thread's boxes for both walks: the ops and runtime calls first, then the steps, then the
+        # Python frames, which nest the ops but are no box of the table's (_self_cpu_total leaves them out).
+        lanes = _by_thread(itertools.chain(((o.pid, o.tid, o.ts, o.dur) for o in self.ops),
+                                           ((c.pid, c.tid, c.ts, c.dur) for c in self.runtime),
+                                           ((pid, tid, ts, dur) for _, ts, dur, pid, tid in self.steps),
+                                           self.python_frames))
+        _nest(self.ops, self.runtime, launches, lanes)
+        self_cpu_total, cpu_undrawn = _self_cpu_total(lanes, len(self.ops) + len(self.runtime) + len(self.steps))
         if cpu_undrawn:
             overlaps = replace(overlaps, cpu_undrawn=cpu_undrawn)
         self.python_frames.clear()
@@ -444,34 +444,34 @@ def _dims3(value: Any) -> tuple | None:
     return tuple(value) if isinstance(value, list) and all(isinstance(v, int) for v in value) else None
 
 
-def _nest(ops: list[CpuOp], runtime: list[RuntimeCall], launches: Counter) -> None:
+def _nest(ops: list[CpuOp], runtime: list[RuntimeCall], launches: Counter, lanes: Lanes) -> None:
     """Walk each thread's boxes in time order with a stack: self times, paths, launching ops, launched counts.
 
-    launches: id(runtime call) -> how many pieces of GPU work it launched.
+    launches: id(runtime call) -> how many pieces of GPU work it launched. lanes: each thread's boxes sorted
+    (_by_thread), the ops' indices first, then the runtime calls': the ops come before runtime calls at the same
+    instant, outer boxes (longer) before inner ones, then the order they came in; the boxes past them (steps, Python
+    frames) are not walked here.
     """
-    threads: dict[tuple, list] = defaultdict(list)
     boxes: list = [*ops, *runtime]
-    # Sorted as plain tuples, the box's index last: ops before runtime calls at the same instant, outer boxes
-    # (longer) before inner ones, then the order they came in (a key function per box cost a third of the walk).
-    for i, op in enumerate(ops):
-        threads[(op.pid, op.tid)].append((op.ts, -op.dur, 0, i))
-    for i, call in enumerate(runtime, len(ops)):
-        threads[(call.pid, call.tid)].append((call.ts, -call.dur, 1, i))
+    calls_from, past = len(ops), len(boxes)
     known: dict[tuple[str, ...], tuple[str, ...]] = {}  # 157k paths of a 111-step trace, 14 MB, are 2k distinct
-    for items in threads.values():
-        items.sort()
+    for keys in lanes.threads.values():
         stack: list[CpuOp] = []
         paths: list[tuple[str, ...]] = [()]  # paths[k]: the names of stack[:k], one tuple shared by the boxes inside
         launchers: list[CpuOp | None] = [None]  # launchers[k]: the innermost op (not a label) of stack[:k]
-        for ts, _, is_call, i in items:
+        for key in keys:
+            i = key & _INDICES if lanes.packed else key[2]
+            if i >= past:
+                continue
             item = boxes[i]
+            ts = item.ts
             while stack and stack[-1].ts + stack[-1].dur <= ts:  # it ended: not a parent of what follows
                 stack.pop()
                 paths.pop()
                 launchers.pop()
             if stack and not stack[-1].is_label:
                 stack[-1].self_us -= item.dur
-            if is_call:
+            if i >= calls_from:
                 launcher = launchers[-1]
                 item.launched_by = launcher.name if launcher else (stack[-1].name if stack else None)
                 item.launcher = launcher
@@ -483,6 +483,7 @@ def _nest(ops: list[CpuOp], runtime: list[RuntimeCall], launches: Counter) -> No
             else:
                 item.self_us += item.dur
                 item.path = paths[-1]
+                item.parent_op = launchers[-1]
                 stack.append(item)
                 inner = paths[-1] + (item.name,)
                 paths.append(known.setdefault(inner, inner))  # one tuple per distinct path: the steps repeat them
@@ -587,29 +588,27 @@ def _link(runtime: list[RuntimeCall], gpu: list[GpuWork], flow_start: dict, flow
     return unrecorded
 
 
-def _self_cpu_total(boxes: Iterable[tuple[Any, Any, float, float, bool]]) -> tuple[float, int]:
-    """The table's "Self CPU time total": the self times of the CPU boxes (pid, tid, ts, dur, counted); and how many
-    boxes Perfetto will not draw.
+@dataclass
+class Lanes:
+    """Each thread's boxes, sorted (_by_thread): `threads[(pid, tid)]` the boxes' keys, (start, -end, index) in ns
+    packed into one int each when `packed` (else as that tuple)."""
 
-    A box's self time is its duration less its children's. We nest the boxes as torch does
-    (`EventList._populate_cpu_children`): a box is the child of the innermost open box on its thread that
-    holds it whole; one that only overlaps is nobody's child. Python frames (with_stack=True) take part in
-    the nesting, so an op's Python children come off its self time, but `key_averages()` leaves the frames
-    out of its rows and so of the total: those boxes come with counted=False. Times are compared in whole
-    ns, as torch does: the trace's timestamps are µs with three decimals.
+    threads: dict[tuple, list]
+    packed: bool
 
-    Perfetto nests a thread's boxes alike, but drops a box that starts inside an open one and ends after it (its
-    stat `slice_drop_overlapping_complete_event`, pytorch issue #174555) and nests what follows in the boxes it
-    kept. Until a thread's first such box the two walks hold the same boxes open, so the walk here finds it (one
-    comparison when a box closes); only a thread that has one is walked again, as Perfetto does, to count them all.
-    """
-    # Each box is one int, (start, -end, index) packed in bits that sort as that tuple does: outer boxes first, ties
-    # in the order the boxes came. A tuple of three ints cost 156 bytes a box, the packed int 48: a Mamba trace's
-    # 330k boxes, 51 MB against 16 at the read's peak. Times past the bits (no profiler's) fall back to the tuples.
+
+def _by_thread(boxes: Iterable[tuple[Any, Any, float, float]]) -> Lanes:
+    """The boxes (pid, tid, ts, dur), numbered in the order they come, sorted on each thread as torch nests them:
+    by start, outer (longer) boxes first, ties in the order they came. Times are whole ns, as torch compares them:
+    the trace's timestamps are µs with three decimals.
+
+    Each box is one int, (start, -end, index) packed in bits that sort as that tuple does. A tuple of three ints cost
+    156 bytes a box, the packed int 48: a Mamba trace's 330k boxes, 51 MB against 16 at the read's peak (and tuples
+    of the boxes' float times, for a second sort, took it from 130 to 166 MB). Times past the bits (no profiler's)
+    fall back to the tuples."""
     threads: dict[tuple, list] = defaultdict(list)
-    counts: list[bool] = []
     packed = True
-    for i, (pid, tid, ts, dur, counted) in enumerate(boxes):
+    for i, (pid, tid, ts, dur) in enumerate(boxes):
         start = round(ts * 1000)
         end = start + round(dur * 1000)
         if packed and -_HALF <= start and -_HALF < end <= _HALF and i < _INDEX:
@@ -620,11 +619,30 @@ def _self_cpu_total(boxes: Iterable[tuple[Any, Any, float, float, bool]]) -> tup
                 for spans in threads.values():
                     spans[:] = [_unpacked(key) for key in spans]
             threads[(pid, tid)].append((start, -end, i))
-        counts.append(counted)
-    total_ns = 0
-    undrawn = 0
     for spans in threads.values():
         spans.sort()
+    return Lanes(threads, packed)
+
+
+def _self_cpu_total(lanes: Lanes, counted: int) -> tuple[float, int]:
+    """The table's "Self CPU time total": the self times of the CPU boxes, those numbered below `counted` (the Python
+    frames past them nest the others but are no box of the table's); and how many boxes Perfetto will not draw.
+
+    A box's self time is its duration less its children's. We nest the boxes as torch does
+    (`EventList._populate_cpu_children`): a box is the child of the innermost open box on its thread that
+    holds it whole; one that only overlaps is nobody's child. Python frames (with_stack=True) take part in
+    the nesting, so an op's Python children come off its self time, but `key_averages()` leaves the frames
+    out of its rows and so of the total.
+
+    Perfetto nests a thread's boxes alike, but drops a box that starts inside an open one and ends after it (its
+    stat `slice_drop_overlapping_complete_event`, pytorch issue #174555) and nests what follows in the boxes it
+    kept. Until a thread's first such box the two walks hold the same boxes open, so the walk here finds it (one
+    comparison when a box closes); only a thread that has one is walked again, as Perfetto does, to count them all.
+    """
+    packed = lanes.packed
+    total_ns = 0
+    undrawn = 0
+    for spans in lanes.threads.values():
         stack: list[tuple[int, bool]] = []  # (end, counted) of the open boxes
         crossed = False  # a box started inside an open one and ended after it
         for key in spans:
@@ -636,12 +654,12 @@ def _self_cpu_total(boxes: Iterable[tuple[Any, Any, float, float, bool]]) -> tup
                 if start < stack[-1][0]:
                     crossed = True
                 stack.pop()
-            counted = counts[i]
-            if counted:
+            is_counted = i < counted
+            if is_counted:
                 total_ns += end - start
             if stack and stack[-1][1]:  # the parent's self time loses this child's whole duration
                 total_ns -= end - start
-            stack.append((end, counted))
+            stack.append((end, is_counted))
         if crossed:
             undrawn += _undrawn(spans, packed)
     return total_ns / 1000, undrawn

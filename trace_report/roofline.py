@@ -24,13 +24,12 @@ without shapes (`record_shapes=True` records them).
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from dataclasses import dataclass, field
 
 from trace_report.flops import Cost, op_cost
 from trace_report.frames import Rows, Tabular, records
 from trace_report.kernels import COMMUNICATION, decode, kind_of_kernel
-from trace_report.model import CpuOp, Step, Trace
+from trace_report.model import CpuOp, Trace
 from trace_report.op_bytes import DTYPE_NAMES, ITEMSIZE, NOT_TENSORS
 from trace_report.peaks import Found, find
 
@@ -206,7 +205,6 @@ def op_table(trace: Trace, peak: tuple[float, float] | None = None) -> OpTable:
                     any(op.input_dims for step in trace.steps for op in step.ops))
     rows: dict[tuple, OpRow] = {}
     for step in trace.steps:
-        parents: dict[int, CpuOp | None] | None = None
         chosen: dict[int, tuple[CpuOp, Cost | None]] = {}  # id(launcher) -> the op its kernels count for
         for work in step.gpu:
             table.gpu_us += work.dur
@@ -222,15 +220,13 @@ def op_table(trace: Trace, peak: tuple[float, float] | None = None) -> OpTable:
                 cost = op_cost(launcher)
                 op = launcher
                 if cost is None:
-                    if parents is None:
-                        parents = _parents(step)
-                    above = parents.get(id(launcher))
+                    above = launcher.parent_op
                     while above is not None:
                         found = op_cost(above)
                         if found is not None:
                             op, cost = above, found
                             break
-                        above = parents.get(id(above))
+                        above = above.parent_op
                 target = chosen[id(launcher)] = (op, cost)
             op, cost = target
             if not op.input_dims:
@@ -287,24 +283,3 @@ def _key(op: CpuOp) -> tuple:
     except TypeError:  # a TensorList's shapes are lists
         key = (op.name, repr(op.input_dims), op.input_types, op.concrete_inputs)
     return key
-
-
-def _parents(step: Step) -> dict[int, CpuOp | None]:
-    """id(op) -> the op (not a label) directly around it on its thread, for the step's ops."""
-    parents: dict[int, CpuOp | None] = {}
-    by_thread: dict[tuple, list[CpuOp]] = defaultdict(list)
-    for op in step.ops:
-        by_thread[(op.pid, op.tid)].append(op)
-    for ops in by_thread.values():
-        ops.sort(key=lambda op: (op.ts, -op.dur))
-        stack: list[CpuOp] = []
-        inner: list[CpuOp | None] = [None]  # inner[k]: the innermost op (not a label) of stack[:k]
-        for op in ops:
-            while stack and stack[-1].ts + stack[-1].dur < op.ts + op.dur:
-                stack.pop()
-                inner.pop()
-            if not op.is_label:
-                parents[id(op)] = inner[-1]
-            stack.append(op)
-            inner.append(inner[-1] if op.is_label else op)
-    return parents
