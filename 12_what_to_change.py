@@ -100,6 +100,12 @@ HOST_DECIDES_ON_A_GPU = {
                         "0.5 ms on an H100 host (0.7%, not named), 9-36 ms on H100 hosts whose torch threads ran up "
                         "to 30x slower than one thread",
 }
+# Findings that no habit of this step plants, so that the fix check has no fix of its own to time for them: why. (An
+# H100 host's trace of the planted step named compile-fusion, 1.3-2.3 ms: the GELUs and residual adds of fp32 blocks.)
+NOT_PLANTED = {
+    "compile-fusion": "its change is torch.compile, and this lesson's step stays eager on purpose (compiled, it would "
+                      "hide the habits); 03_simple_mlp.py --compile shows what compiling an MLP gives",
+}
 # What the advice finds in the planted step's CPU trace (this lesson's, at its CPU sizes); the others, and why not.
 SEEN_ON_A_CPU = ("single-tensor-optimizer", "loop-kernels")
 NOT_ON_A_CPU = {
@@ -310,9 +316,17 @@ def expectations(fixed: Fixed, device_type: str) -> list:
     return checks
 
 
+def untimed(advice) -> list[str]:
+    """The advice's findings that the fix check does not time, each with why: no habit of this step plants them."""
+    return [f"{f.rule}: {NOT_PLANTED.get(f.rule, 'no habit of this step plants it: the lesson has no fix to time')}"
+            for f in advice.findings if f.rule not in HABITS]
+
+
 def check_fixes(advice, training: Training, fixed: Fixed, args, device: torch.device) -> None:
     """Each finding the step planted, fixed alone, and every habit fixed at once: each timed against the step as
     profiled (no profiler), all in the same rounds (lesson_advice.measure_savings)."""
+    for line in untimed(advice):
+        lesson.console.print(f"\n[dim]not timed:[/dim] {line}", soft_wrap=True)
     findings = [f for f in advice.findings if f.rule in HABITS and not fixed.has(f.rule)]
     if not findings:
         lesson.console.print("\nno finding of the advice is a habit left to fix: nothing to time")

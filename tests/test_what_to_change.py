@@ -256,6 +256,18 @@ def test_what_the_lesson_guesses_on_a_gpu_holds_on_its_gpu_traces(fixes, host):
         assert outcome.ok is True, (expectation.text, outcome.evidence)
 
 
+@pytest.mark.parametrize("host", ["h200", "h100"])
+def test_a_finding_the_fix_check_cannot_time_is_said_with_why(host):
+    """The planted step's advice names compile-fusion on both hosts' traces, and no habit plants it: the fix check
+    says it does not time it and why, so that six findings and five timed rows do not disagree unexplained."""
+    trace = read_trace(FIXTURES_ROOT / host / "traces" / FOLDER / f"{GPU_TAG}_planted_eager_fp32.json.gz")
+    advice = trace_report.Report(trace).advice
+    assert "compile-fusion" in advice.rules
+    lines = LESSON.untimed(advice)
+    assert [line.split(":")[0] for line in lines] == [rule for rule in advice.rules if rule not in LESSON.HABITS]
+    assert any(line.startswith("compile-fusion: its change is torch.compile") for line in lines), lines
+
+
 # --- on a GPU -------------------------------------------------------------------------------------------------
 
 
