@@ -33,6 +33,7 @@ Each module holds one concern; imports go down this list, never up:
     flops/           an op's FLOPs and bytes per call from its shapes, one module per family (see flops/__init__)
     op_bytes.py      what an op reads and writes, from its recorded input shapes and types
     reader.py        `read_trace(path)` -> Trace: ops nested, launches linked to their kernels, steps
+    nesting.py       how a thread's boxes nest: self times, paths, launching ops; the table's self CPU total
     python_frames.py a Python frame (with_stack=True): the reader's own code (`step() in train.py:42`) or a library's
     overlaps.py      GPU work that runs past the next item on its stream: clipped to it, counted; what Perfetto
                      drops, counted, and a copy of the trace it draws whole (--open)

@@ -15,7 +15,7 @@ Perfetto, which `--open` hands the trace to, drops a complete event (`"ph": "X"`
 track and ends after it (its stat `slice_drop_overlapping_complete_event`; pytorch issue #174555): such a kernel is a
 gap in the picture. Those on the streams are counted too (`undrawn`), before the clipping. The CPU threads' boxes can
 overlap so as well (a `nn.Module` range opened inside a torch.compile region and closed after it): the reader counts
-those (`cpu_undrawn`) in the walk that sums the self CPU time (reader._self_cpu_total), where each thread's boxes are
+those (`cpu_undrawn`) in the walk that sums the self CPU time (nesting.self_cpu_total), where each thread's boxes are
 already sorted, and keeps their times: a box on a thread is no error, only a picture Perfetto cannot draw.
 
 An item of no duration clips nothing (a zero-length kernel inside another, a Kineto slip: pytorch/kineto#136); of two

@@ -4,8 +4,8 @@
 skip an event whose fields are not a profiler's (a pid that is a list, args that are a string, ...) and count
 why (`Trace.skipped_events`), then build the model (`model`):
 
-- ops nest by time on their thread (`_nest`): each op's self time, the boxes around it (its path) and how much GPU
-  work was launched from inside it;
+- ops nest by time on their thread (`nesting.nest`): each op's self time, the boxes around it (its path) and how
+  much GPU work was launched from inside it;
 - GPU work links to the runtime call that launched it (`_link`): a kernel and its launch share
   `args.correlation`, as does the ac2g arrow between them. The op that launched the kernel is the innermost
   `cpu_op` around that runtime call on its thread: for `nn.Linear`'s GEMM that is `aten::mm` (inside
@@ -21,7 +21,7 @@ why (`Trace.skipped_events`), then build the model (`model`):
   recorded with `with_stack=True` names each module call in a Python frame, `nn.Module: X_N`, and `_place_in_modules`
   gives each op and runtime call the module types around it (`modules`), leaving the ops and their paths as they are.
 
-The table's "Self CPU time total" is summed here too (`_self_cpu_total`), where every box's thread is known.
+The table's "Self CPU time total" is summed here too (`nesting.self_cpu_total`), where every box's thread is known.
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ import math
 import re
 import zlib
 from collections import Counter, defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from trace_report.errors import UsageError, first_line
 from trace_report.device import gpu_label
@@ -44,7 +44,8 @@ from trace_report.kernels import MODULE_PREFIX
 from trace_report.memory import MEMORY_EVENT, memory_event
 from trace_report.model import MODULES_FROM_RANGES, MODULES_FROM_STACKS, WHOLE_TRACE
 from trace_report.model import CpuOp, GpuWork, RuntimeCall, Step, Trace, skipped_reasons
-from trace_report.overlaps import clip_stream_overlaps, other_spans, undrawn
+from trace_report import nesting
+from trace_report.overlaps import clip_stream_overlaps, other_spans
 from trace_report.python_frames import user_line
 from trace_report.timeline import devices_note
 from trace_report.source import ARG_KEYS, RAW, UNSET, Record, RecordArgs, TraceSource, args_dict, open_text, raw_value
@@ -345,13 +346,13 @@ class _Collector:
         self.flow_end.clear()
         launches = Counter(id(work.launch) for work in self.gpu if work.launch is not None)
         # One sort of each thread's boxes for both walks: the ops and runtime calls first, then the steps, then the
-        # Python frames, which nest the ops but are no box of the table's (_self_cpu_total leaves them out).
-        lanes = _by_thread(itertools.chain(((o.pid, o.tid, o.ts, o.dur) for o in self.ops),
+        # Python frames, which nest the ops but are no box of the table's (the self CPU total leaves them out).
+        lanes = nesting.by_thread(itertools.chain(((o.pid, o.tid, o.ts, o.dur) for o in self.ops),
                                            ((c.pid, c.tid, c.ts, c.dur) for c in self.runtime),
                                            ((pid, tid, ts, dur) for _, ts, dur, pid, tid in self.steps),
                                            self.python_frames))
-        _nest(self.ops, self.runtime, launches, lanes)
-        self_cpu_total, cpu_undrawn = _self_cpu_total(lanes, len(self.ops) + len(self.runtime) + len(self.steps))
+        nesting.nest(self.ops, self.runtime, launches, lanes)
+        self_cpu_total, cpu_undrawn = nesting.self_cpu_total(lanes, len(self.ops) + len(self.runtime) + len(self.steps))
         if cpu_undrawn:
             overlaps = replace(overlaps, cpu_undrawn=cpu_undrawn)
         self.python_frames.clear()
@@ -442,52 +443,6 @@ def _dims3(value: Any) -> tuple | None:
         if type(x) is int and type(y) is int and type(z) is int:
             return (x, y, z)
     return tuple(value) if isinstance(value, list) and all(isinstance(v, int) for v in value) else None
-
-
-def _nest(ops: list[CpuOp], runtime: list[RuntimeCall], launches: Counter, lanes: Lanes) -> None:
-    """Walk each thread's boxes in time order with a stack: self times, paths, launching ops, launched counts.
-
-    launches: id(runtime call) -> how many pieces of GPU work it launched. lanes: each thread's boxes sorted
-    (_by_thread), the ops' indices first, then the runtime calls': the ops come before runtime calls at the same
-    instant, outer boxes (longer) before inner ones, then the order they came in; the boxes past them (steps, Python
-    frames) are not walked here.
-    """
-    boxes: list = [*ops, *runtime]
-    calls_from, past = len(ops), len(boxes)
-    known: dict[tuple[str, ...], tuple[str, ...]] = {}  # 157k paths of a 111-step trace, 14 MB, are 2k distinct
-    for keys in lanes.threads.values():
-        stack: list[CpuOp] = []
-        paths: list[tuple[str, ...]] = [()]  # paths[k]: the names of stack[:k], one tuple shared by the boxes inside
-        launchers: list[CpuOp | None] = [None]  # launchers[k]: the innermost op (not a label) of stack[:k]
-        for key in keys:
-            i = key & _INDICES if lanes.packed else key[2]
-            if i >= past:
-                continue
-            item = boxes[i]
-            ts = item.ts
-            while stack and stack[-1].ts + stack[-1].dur <= ts:  # it ended: not a parent of what follows
-                stack.pop()
-                paths.pop()
-                launchers.pop()
-            if stack and not stack[-1].is_label:
-                stack[-1].self_us -= item.dur
-            if i >= calls_from:
-                launcher = launchers[-1]
-                item.launched_by = launcher.name if launcher else (stack[-1].name if stack else None)
-                item.launcher = launcher
-                item.launch_path = paths[-1]
-                n = launches.get(id(item), 0)
-                if n:
-                    for op in stack:
-                        op.launched += n
-            else:
-                item.self_us += item.dur
-                item.path = paths[-1]
-                item.parent_op = launchers[-1]
-                stack.append(item)
-                inner = paths[-1] + (item.name,)
-                paths.append(known.setdefault(inner, inner))  # one tuple per distinct path: the steps repeat them
-                launchers.append(launchers[-1] if item.is_label else item)
 
 
 def _place_in_source(frames: list[tuple], ops: list[CpuOp]) -> None:
@@ -586,109 +541,6 @@ def _link(runtime: list[RuntimeCall], gpu: list[GpuWork], flow_start: dict, flow
         if call is None and (work.correlation is not None or flow_id is not None):
             unrecorded.add(id(work))
     return unrecorded
-
-
-@dataclass
-class Lanes:
-    """Each thread's boxes, sorted (_by_thread): `threads[(pid, tid)]` the boxes' keys, (start, -end, index) in ns
-    packed into one int each when `packed` (else as that tuple)."""
-
-    threads: dict[tuple, list]
-    packed: bool
-
-
-def _by_thread(boxes: Iterable[tuple[Any, Any, float, float]]) -> Lanes:
-    """The boxes (pid, tid, ts, dur), numbered in the order they come, sorted on each thread as torch nests them:
-    by start, outer (longer) boxes first, ties in the order they came. Times are whole ns, as torch compares them:
-    the trace's timestamps are µs with three decimals.
-
-    Each box is one int, (start, -end, index) packed in bits that sort as that tuple does. A tuple of three ints cost
-    156 bytes a box, the packed int 48: a Mamba trace's 330k boxes, 51 MB against 16 at the read's peak (and tuples
-    of the boxes' float times, for a second sort, took it from 130 to 166 MB). Times past the bits (no profiler's)
-    fall back to the tuples."""
-    threads: dict[tuple, list] = defaultdict(list)
-    packed = True
-    for i, (pid, tid, ts, dur) in enumerate(boxes):
-        start = round(ts * 1000)
-        end = start + round(dur * 1000)
-        if packed and -_HALF <= start and -_HALF < end <= _HALF and i < _INDEX:
-            threads[(pid, tid)].append(((start + _HALF) << 96) | ((_HALF - end) << 32) | i)
-        else:
-            if packed:  # unpack what came before: from here on, tuples
-                packed = False
-                for spans in threads.values():
-                    spans[:] = [_unpacked(key) for key in spans]
-            threads[(pid, tid)].append((start, -end, i))
-    for spans in threads.values():
-        spans.sort()
-    return Lanes(threads, packed)
-
-
-def _self_cpu_total(lanes: Lanes, counted: int) -> tuple[float, int]:
-    """The table's "Self CPU time total": the self times of the CPU boxes, those numbered below `counted` (the Python
-    frames past them nest the others but are no box of the table's); and how many boxes Perfetto will not draw.
-
-    A box's self time is its duration less its children's. We nest the boxes as torch does
-    (`EventList._populate_cpu_children`): a box is the child of the innermost open box on its thread that
-    holds it whole; one that only overlaps is nobody's child. Python frames (with_stack=True) take part in
-    the nesting, so an op's Python children come off its self time, but `key_averages()` leaves the frames
-    out of its rows and so of the total.
-
-    Perfetto nests a thread's boxes alike, but drops a box that starts inside an open one and ends after it (its
-    stat `slice_drop_overlapping_complete_event`, pytorch issue #174555) and nests what follows in the boxes it
-    kept. Until a thread's first such box the two walks hold the same boxes open, so the walk here finds it (one
-    comparison when a box closes); only a thread that has one is walked again, as Perfetto does, to count them all.
-    """
-    packed = lanes.packed
-    total_ns = 0
-    undrawn = 0
-    for spans in lanes.threads.values():
-        stack: list[tuple[int, bool]] = []  # (end, counted) of the open boxes
-        crossed = False  # a box started inside an open one and ended after it
-        for key in spans:
-            if packed:  # _unpacked, written out: a call per box was a tenth of this walk
-                start, end, i = (key >> 96) - _HALF, _HALF - ((key >> 32) & _ENDS), key & _INDICES
-            else:
-                start, end, i = key[0], -key[1], key[2]
-            while stack and (start >= stack[-1][0] or end > stack[-1][0]):
-                if start < stack[-1][0]:
-                    crossed = True
-                stack.pop()
-            is_counted = i < counted
-            if is_counted:
-                total_ns += end - start
-            if stack and stack[-1][1]:  # the parent's self time loses this child's whole duration
-                total_ns -= end - start
-            stack.append((end, is_counted))
-        if crossed:
-            undrawn += _undrawn(spans, packed)
-    return total_ns / 1000, undrawn
-
-
-def _undrawn(spans: list, packed: bool) -> int:
-    """How many of a thread's boxes (sorted, as _self_cpu_total holds them, in ns) Perfetto drops (overlaps.undrawn).
-
-    Times within what a float holds of them (µs since the epoch, 1.7e15, times 1000: a few hundred ns) are one
-    instant: the differences are the conversion's, not the trace's, which Perfetto reads exactly. (Without it, 444 of a
-    DeepSeek-V3 trace's boxes, in whole µs, ended or started tens of ns off their parents' ends; an exact count of its
-    decimal times finds none, as this one does, and the same 12 and 1 on the two world traces that have them.)"""
-    if not spans:
-        return 0
-    first = _unpacked(spans[0])[0] if packed else spans[0][0]
-    slack = round(2 * math.ulp(abs(first) / 1000) * 1000)  # ns
-    ends = ((start, -neg_end) for start, neg_end, _ in (_unpacked(key) if packed else key for key in spans))
-    return undrawn(ends, lambda start: slack)
-
-
-_HALF = 1 << 63  # a start or end in ns, offset by this, fits 64 bits
-_INDEX = 1 << 32
-_ENDS = _INDEX * _INDEX - 1  # the bits of a packed box's end
-_INDICES = _INDEX - 1  # the bits of its index
-
-
-def _unpacked(key: int) -> tuple[int, int, int]:
-    """A packed box (_self_cpu_total) as (start, -end, index)."""
-    return (key >> 96) - _HALF, ((key >> 32) & _ENDS) - _HALF, key & _INDICES
 
 
 def _step_at(steps: list[Step], starts: list[float], ts: float) -> Step | None:
