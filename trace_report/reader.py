@@ -348,9 +348,9 @@ class _Collector:
         # One sort of each thread's boxes for both walks: the ops and runtime calls first, then the steps, then the
         # Python frames, which nest the ops but are no box of the table's (the self CPU total leaves them out).
         lanes = nesting.by_thread(itertools.chain(((o.pid, o.tid, o.ts, o.dur) for o in self.ops),
-                                           ((c.pid, c.tid, c.ts, c.dur) for c in self.runtime),
-                                           ((pid, tid, ts, dur) for _, ts, dur, pid, tid in self.steps),
-                                           self.python_frames))
+                                                  ((c.pid, c.tid, c.ts, c.dur) for c in self.runtime),
+                                                  ((pid, tid, ts, dur) for _, ts, dur, pid, tid in self.steps),
+                                                  self.python_frames))
         nesting.nest(self.ops, self.runtime, launches, lanes)
         self_cpu_total, cpu_undrawn = nesting.self_cpu_total(lanes, len(self.ops) + len(self.runtime) + len(self.steps))
         if cpu_undrawn:
