@@ -18,8 +18,9 @@ the advice's rule that finds it:
 guesses which rules the advice should find (the planted habits) and which it must not (the fixed ones), profiles five
 steps as the posts do, prints the advice and checks the guesses. Then it does what the advice says, one change at a
 time: for each finding it builds the step with that one fix added, times it without the profiler against the step
-without it (every step once a round, a few rounds, the least timing of each kept), and weighs the saving measured
-against the range the advice predicted (✓ inside it, or within 25% of its nearest end). The first finding should be
+without it (every step once a round, a few rounds, the median of each kept, with its error), and weighs the saving
+measured against the range the advice predicted (✓ inside it, or within 25% of its nearest end; ? where the miss is
+within two standard errors of the timing, which cannot tell it from a ✓). The first finding should be
 the change that saves the most alone. Last, every fix at once, beside the sum of the predictions: savings do not add
 (a step that no longer waits on its data may now wait on its launches).
 
@@ -337,7 +338,7 @@ def check_fixes(advice, training: Training, fixed: Fixed, args, device: torch.de
         variants[EVERY_FIX] = everything
     rounds = lesson_advice.rounds_on(device)
     lesson.console.print(f"\n[bold]Each change alone[/bold] (the step as profiled, and that step with one more fix; "
-                         f"the loop's period without the profiler, the least of {rounds} timings each, every step "
+                         f"the loop's period without the profiler, the median of {rounds} timings each, every step "
                          "timed once a round)")
     trainings = {rule: Training(variant, args, device) for rule, variant in variants.items()}
     steps = {AS_PROFILED: training.step, **{rule: t.step for rule, t in trainings.items()}}
@@ -353,16 +354,16 @@ def check_fixes(advice, training: Training, fixed: Fixed, args, device: torch.de
         t.close()
     judged = [timings.judged(f.rule, *f.saving_us, baseline=AS_PROFILED) for f in findings]
     lesson_advice.print_judged(judged, "predicted saving per step against measured, each fix alone")
-    drift = lesson_advice.drift_text(advice.step_us, timings.least_us[AS_PROFILED])
+    drift = lesson_advice.drift_text(advice.step_us, timings.typical_us(AS_PROFILED))
     if drift:
         lesson.console.print(f"  [yellow]![/yellow] {drift}", soft_wrap=True)
     ok, text = lesson_advice.ranking(findings[0].rule, judged)
     mark = {True: "[green]✓[/green]", False: "[red]✗[/red]", None: "[dim]–[/dim]"}[ok]
     lesson.console.print(f"  {mark} the first finding saves the most alone: {text}", soft_wrap=True)
 
-    if EVERY_FIX not in timings.least_us:
+    if EVERY_FIX not in timings.samples_us:
         return
-    before_us, after_us = timings.least_us[AS_PROFILED], timings.least_us[EVERY_FIX]
+    before_us, after_us = timings.typical_us(AS_PROFILED), timings.typical_us(EVERY_FIX)
     low = sum(j.low_us for j in judged)
     high = sum(j.high_us for j in judged)
     saved = before_us - after_us

@@ -11,15 +11,22 @@ How the savings are measured (`measure_savings`): the step without any fix (the 
 added, each timed as `lesson.measure_step` times a step (the loop's period, `wall_us_per_step`: what one step costs a
 training run), in rounds: every round times the baseline and every fixed step once, in an order that turns from round
 to round, so that a machine that slows down or speeds up during the timing weighs on all alike and every fix is
-weighed against one baseline. Of each step's timings the least is kept, since other work on the machine only ever
-adds time to a step. How far each step's own timings spread (the most less the least) is kept too: a ✗ that misses its
-range by less than the wider of the baseline's and the fix's spread says so, since the timing cannot tell it from a ✓.
-(Timed a fix at a time, each against its own turns of the baseline, the same planted step's least timing ranged 73 to
-102 ms from one fix to the next on an H100 host, and 69 to 78 ms on an H200 host.)
+weighed against one baseline. Of each step's timings the median is kept, with its standard error (1.25 σ/√n), and a
+saving (the difference of two medians) is off by about the two errors combined (`Judged.error_us`). A ✗ whose miss
+is within TOLD_APART such errors is not told from a ✓, and the lesson marks it `?` and says so.
+
+Why the median and its error, not the least timing: on an H100 host, two instances of lesson 12's planted step timed
+in the same 12 rounds (6 steps a round, turning) had timings of 77-100 and 76-92 ms, a standard deviation of 4-6 ms,
+and no correlation from round to round (r = 0.01: the noise is each timing's own, not a drift that pairing rounds
+would cancel). Over any 5 consecutive rounds, their least timings stood 3.4-5.3 ms apart in 6 windows of 8, their
+medians 0.3-2.5 ms. The same rounds measured loop-kernels' fix at 4.1 ms (least) and 4.6 ms (median), each ± 2.5
+ms: a saving of 1-2 ms is not told from nothing there in any number of rounds a lesson can afford.
 """
 
 from __future__ import annotations
 
+import math
+import statistics
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -33,8 +40,10 @@ from trace_report.pace import _us
 
 SLACK = 0.25  # how far outside the predicted range a measured saving may fall, as a share of the nearest end
 # Rounds of timings: each times the baseline and every fixed step once (lesson 12: 5 findings and every fix at once,
-# 7 steps a round, about 1 s each on an H100 host; 2-3 findings a few ms each on a CPU).
-ROUNDS = {"cpu": 3, "cuda": 5}
+# 7 steps a round, about 1.4 s each on an H100 host; 2-3 findings a few ms each on a CPU). The error of a median
+# shrinks as 1/√rounds: a saving's, about 2.9 ms in 9 rounds on the H100 host above.
+ROUNDS = {"cpu": 5, "cuda": 9}
+TOLD_APART = 2.0  # a miss of more standard errors than this is a ✗; a smaller one cannot be told from a ✓
 
 
 def rounds_on(device: torch.device) -> int:
@@ -50,7 +59,7 @@ class Judged:
     high_us: float
     before_us: float
     after_us: float
-    spread_us: float = 0.0  # how far the two steps' own timings spread, the wider of the two (Timings)
+    error_us: float = 0.0  # the measured saving's standard error (Timings.judged); 0 where unknown
 
     @property
     def saving_us(self) -> float:
@@ -61,13 +70,23 @@ class Judged:
         return holds(self.saving_us, self.low_us, self.high_us)
 
     @property
+    def told_apart(self) -> bool:
+        """A miss the timing can tell from a ✓: more than TOLD_APART standard errors outside the slack."""
+        return not self.ok and _miss(self.saving_us, self.low_us, self.high_us) > TOLD_APART * self.error_us
+
+    @property
+    def mark(self) -> str:
+        """✓, ✗, or ? for a miss the timing cannot tell from a ✓."""
+        return "✓" if self.ok else "✗" if self.told_apart else "?"
+
+    @property
     def predicted(self) -> str:
         return range_text(self.low_us, self.high_us)
 
     @property
     def reason(self) -> str:
-        """Why a ✗, in one line with both numbers; empty for a ✓."""
-        return "" if self.ok else miss_text(self.saving_us, self.low_us, self.high_us, self.spread_us)
+        """Why a ✗ or a ?, in one line with both numbers; empty for a ✓."""
+        return "" if self.ok else miss_text(self.saving_us, self.low_us, self.high_us, self.error_us)
 
 
 def holds(saving: float, low: float, high: float, slack: float = SLACK) -> bool:
@@ -83,33 +102,51 @@ def range_text(low: float, high: float) -> str:
     return f"{low:,.1f}–{high:,.1f} µs"
 
 
-def miss_text(saving: float, low: float, high: float, spread: float = 0.0) -> str:
-    """"measured 3.10 ms, predicted 4.00–6.20 ms: 23% below the range's low end" (or above its high end, or a
-    slowdown); and, where the miss is smaller than the timings' own spread, that it is."""
-    head = f"measured {_us(saving) if saving >= 0 else '-' + _us(-saving)}, predicted {range_text(low, high)}"
+def _miss(saving: float, low: float, high: float, slack: float = SLACK) -> float:
+    """How far `saving` falls outside [low, high] with its slack (holds); 0 inside."""
+    low, high = min(low, high), max(low, high)
+    return max(low - slack * abs(low) - saving, saving - high - slack * abs(high), 0.0)
+
+
+def _signed(us: float) -> str:
+    return _us(us) if us >= 0 else "-" + _us(-us)
+
+
+def miss_text(saving: float, low: float, high: float, error: float = 0.0) -> str:
+    """"measured 3.10 ms ± 0.40 ms, predicted 4.00–6.20 ms: 23% below the range's low end" (or above its high end, or
+    a slowdown); and, where the miss is within TOLD_APART standard errors, that the timing cannot tell it from a ✓."""
+    measured = _signed(saving) + (f" ± {_us(error)}" if error > 0 else "")
+    head = f"measured {measured}, predicted {range_text(low, high)}"
     if saving < 0:
         text = f"{head}: the step got slower with the fix"
     elif saving < low:
         text = f"{head}: {(low - saving) / low:.0%} below the range's low end" if low else head
     else:
         text = f"{head}: {(saving - high) / high:.0%} above the range's high end" if high else head
-    miss = low - saving if saving < low else saving - high
-    if 0 < miss <= spread:
-        text += f", by less than the step's own timings spread ({_us(spread)}): the timing cannot tell it from a ✓"
+    if 0 < _miss(saving, low, high) <= TOLD_APART * error:
+        text += (f", within {TOLD_APART:g} standard errors of the timing ({_us(TOLD_APART * error)}): it cannot tell "
+                 "it from a ✓")
     return text
 
 
 @dataclass(frozen=True)
 class Timings:
-    """The least timing of each step (µs per step) and how far its timings spread (the most less the least)."""
+    """Each step's timings (µs per step), in the order taken: their median, and its standard error."""
 
-    least_us: dict[str, float]
-    spread_us: dict[str, float]
+    samples_us: dict[str, list[float]]
+
+    def typical_us(self, name: str) -> float:
+        return statistics.median(self.samples_us[name])
+
+    def error_us(self, name: str) -> float:
+        """The median's standard error, 1.25 σ/√n (σ of the timings; 0 with one timing)."""
+        samples = self.samples_us[name]
+        return 1.2533 * statistics.stdev(samples) / math.sqrt(len(samples)) if len(samples) > 1 else 0.0
 
     def judged(self, rule: str, low_us: float, high_us: float, baseline: str = "baseline") -> Judged:
         """`rule`'s fixed step against the baseline, with its predicted range."""
-        return Judged(rule, low_us, high_us, self.least_us[baseline], self.least_us[rule],
-                      max(self.spread_us[baseline], self.spread_us[rule]))
+        return Judged(rule, low_us, high_us, self.typical_us(baseline), self.typical_us(rule),
+                      math.hypot(self.error_us(baseline), self.error_us(rule)))
 
 
 def measure_savings(steps: dict[str, Callable[[], object]], device: torch.device, rounds: int | None = None,
@@ -126,7 +163,7 @@ def measure_savings(steps: dict[str, Callable[[], object]], device: torch.device
             times[name].append(measure_step(steps[name], device).wall_us_per_step)
         if progress is not None:
             progress(turn + 1, rounds)
-    return Timings({name: min(t) for name, t in times.items()}, {name: max(t) - min(t) for name, t in times.items()})
+    return Timings(times)
 
 
 DRIFT = 0.25  # the step as profiled, timed in the rounds, this far from the step the advice's ranges are shares of
@@ -144,6 +181,9 @@ def drift_text(step_us: float, baseline_us: float) -> str:
             "work is then off by as much, one of GPU work is not")
 
 
+_MARKUP = {"✓": "[green]✓[/green]", "✗": "[red]✗[/red]", "?": "[yellow]?[/yellow]"}
+
+
 def print_judged(judged: Sequence[Judged], title: str) -> None:
     """The table: each fix's predicted range, the saving measured, ✓ or ✗; then each ✗'s reason, in words."""
     table = Table(title=title, title_justify="left")
@@ -154,13 +194,11 @@ def print_judged(judged: Sequence[Judged], title: str) -> None:
                           ("", "center")):
         table.add_column(name, justify=justify)
     for j in judged:
-        saving = _us(j.saving_us) if j.saving_us >= 0 else "-" + _us(-j.saving_us)
-        table.add_row(j.rule, j.predicted, _us(j.before_us), _us(j.after_us), saving,
-                      "[green]✓[/green]" if j.ok else "[red]✗[/red]")
+        table.add_row(j.rule, j.predicted, _us(j.before_us), _us(j.after_us), _signed(j.saving_us), _MARKUP[j.mark])
     console.print(table)
     for j in judged:
         if not j.ok:
-            console.print(f"  [red]✗[/red] {escape(j.rule)}: {escape(j.reason)}", soft_wrap=True)
+            console.print(f"  {_MARKUP[j.mark]} {escape(j.rule)}: {escape(j.reason)}", soft_wrap=True)
 
 
 def ranking(first_rule: str, judged: Sequence[Judged]) -> tuple[bool | None, str]:
