@@ -19,8 +19,8 @@ Why the median and its error, not the least timing: on an H100 host, two instanc
 in the same 12 rounds (6 steps a round, turning) had timings of 77-100 and 76-92 ms, a standard deviation of 4-6 ms,
 and no correlation from round to round (r = 0.01: the noise is each timing's own, not a drift that pairing rounds
 would cancel). Over any 5 consecutive rounds, their least timings stood 3.4-5.3 ms apart in 6 windows of 8, their
-medians 0.3-2.5 ms. The same rounds measured loop-kernels' fix at 4.1 ms (least) and 4.6 ms (median), each ± 2.5
-ms: a saving of 1-2 ms is not told from nothing there in any number of rounds a lesson can afford.
+medians 0.3-2.5 ms. The same rounds measured loop-kernels' fix at 4.6 ± 2.5 ms (the medians; 4.1 ms by the least
+timings): a saving of 1-2 ms is not told from nothing there in any number of rounds a lesson can afford.
 """
 
 from __future__ import annotations
@@ -91,8 +91,13 @@ class Judged:
 
 def holds(saving: float, low: float, high: float, slack: float = SLACK) -> bool:
     """Inside [low, high], or outside by at most `slack` of the nearest end's value."""
+    return _miss(saving, low, high, slack) == 0.0
+
+
+def _miss(saving: float, low: float, high: float, slack: float = SLACK) -> float:
+    """How far `saving` falls outside [low, high] widened by `slack` of each end's value; 0 inside."""
     low, high = min(low, high), max(low, high)
-    return low - slack * abs(low) <= saving <= high + slack * abs(high)
+    return max(low - slack * abs(low) - saving, saving - high - slack * abs(high), 0.0)
 
 
 def range_text(low: float, high: float) -> str:
@@ -100,12 +105,6 @@ def range_text(low: float, high: float) -> str:
     if high >= 1000:
         return f"{low / 1000:,.2f}–{high / 1000:,.2f} ms"
     return f"{low:,.1f}–{high:,.1f} µs"
-
-
-def _miss(saving: float, low: float, high: float, slack: float = SLACK) -> float:
-    """How far `saving` falls outside [low, high] with its slack (holds); 0 inside."""
-    low, high = min(low, high), max(low, high)
-    return max(low - slack * abs(low) - saving, saving - high - slack * abs(high), 0.0)
 
 
 def _signed(us: float) -> str:
@@ -185,7 +184,7 @@ _MARKUP = {"✓": "[green]✓[/green]", "✗": "[red]✗[/red]", "?": "[yellow]?
 
 
 def print_judged(judged: Sequence[Judged], title: str) -> None:
-    """The table: each fix's predicted range, the saving measured, ✓ or ✗; then each ✗'s reason, in words."""
+    """The table: each fix's predicted range, the saving measured, ✓, ✗ or ?; then each ✗'s and ?'s reason, in words."""
     table = Table(title=title, title_justify="left")
     # The rule whole (single-tensor-optimizer is 23 characters): the numbers' columns give way first, and the
     # saving's header is one word, so that 80 columns hold the table.
