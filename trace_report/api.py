@@ -111,18 +111,20 @@ class Report:
         """Where fusion would pay (a trace recorded with shapes); with `second`, what that trace fused."""
         return fusion.analyze(self.trace, self.bandwidth_gbs, second)
 
-    def to_json(self, second: Trace | None = None) -> dict:
+    def to_json(self, second: Trace | None = None, lazy_steps: bool = False) -> dict:
         """The report as plain data, what `trace-report --json` prints for one trace (documented key by key in
-        docs/trace-report.md); `second`: the other trace of a diff, for the fusion section's "what it fused"."""
-        data = self.with_communication(second=second)
+        docs/trace-report.md); `second`: the other trace of a diff, for the fusion section's "what it fused";
+        `lazy_steps`: "steps" made a step at a time as they are read (export.LazyRows), for --json's writing."""
+        data = self.with_communication(second=second, lazy_steps=lazy_steps)
         return {**data, "summary": self.summary.to_dict(), "advice": self.advice.to_rows(),
                 "advice_missing": self.advice.missing, "observer_effect": self.observer_effect.to_dict(),
                 "memory": memory_to_dict(self.memory), "ops": self.op_table.to_rows(),
                 "op_table": self.op_table.to_dict()}
 
-    def with_communication(self, second: Trace | None = None) -> dict:
+    def with_communication(self, second: Trace | None = None, lazy_steps: bool = False) -> dict:
         """`trace_to_dict(trace)`, the collectives it found and its CUDA graph replays (a rank's part of --json)."""
-        payload = trace_to_dict(self.trace, judged=self.verdict, bandwidth_gbs=self.bandwidth_gbs, second=second)
+        payload = trace_to_dict(self.trace, judged=self.verdict, bandwidth_gbs=self.bandwidth_gbs, second=second,
+                                lazy_steps=lazy_steps)
         if self.communication is not None:
             payload["communication"] = self.communication.to_dict()
         replays = graphs.graphs_to_dict(self.trace)

@@ -20,6 +20,16 @@ def test_to_json_is_what_the_command_prints():
     assert report.communication is None and report.memory == []
 
 
+def test_the_command_writes_the_same_bytes_as_json_dumps_of_to_json_its_steps_made_one_at_a_time():
+    report = trace_report.read(H200_EAGER)
+    whole = report.to_json()
+    assert type(whole["steps"]) is list and len(whole["steps"]) == len(report.trace.steps) == 3
+    lazy = report.to_json(lazy_steps=True)["steps"]
+    assert type(lazy) is not list and len(lazy) == 3 and list(lazy) == whole["steps"] and lazy[1:] == whole["steps"][1:]
+    printed = run_report(H200_EAGER, "--json").stdout
+    assert printed == json.dumps(whole, ensure_ascii=False, allow_nan=False) + "\n"
+
+
 def test_a_rank_set_reads_with_its_collectives():
     paths = sorted((FIXTURES / "h100x2").glob("16_512_4096_11008_tp2_plain_graph_eager_rank*.json.gz"))
     ranks = trace_report.read_ranks(paths)
