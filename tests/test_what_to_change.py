@@ -222,11 +222,16 @@ def test_every_fix_is_timed_against_one_baseline_in_turning_rounds():
     assert slower.saving_us < 0 and "slower" in slower.reason
 
 
-def test_the_error_of_a_median_is_1_25_sigma_over_root_n():
-    timings = lesson_advice.Timings({"a": [10.0, 12.0, 14.0, 16.0], "b": [5.0]})
+def test_the_error_of_a_median_is_read_off_the_mad_and_a_slow_outlier_does_not_widen_it():
+    timings = lesson_advice.Timings({"a": [10.0, 12.0, 14.0, 16.0], "b": [5.0],
+                                     "hiccup": [10.0, 12.0, 14.0, 16.0, 13.0, 11.0, 15.0, 13.0, 90.0]})
     assert timings.typical_us("a") == 13.0
-    assert timings.error_us("a") == pytest.approx(1.2533 * statistics.stdev([10, 12, 14, 16]) / 2)
+    # MAD of 10, 12, 14, 16 about 13: 2; sigma 1.4826 * 2; the error 1.2533 * sigma / sqrt(4)
+    assert timings.error_us("a") == pytest.approx(1.2533 * 1.4826 * 2 / 2)
     assert timings.error_us("b") == 0.0
+    # one round at 90 ms among 10-16: the median 13, its error as small as the others' spread says
+    assert timings.typical_us("hiccup") == 13.0
+    assert timings.error_us("hiccup") < 2.0 < 1.2533 * statistics.stdev(timings.samples_us["hiccup"]) / 3
 
 
 def test_a_host_whose_pace_changed_since_the_profile_is_said():

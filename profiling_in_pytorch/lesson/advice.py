@@ -11,16 +11,20 @@ How the savings are measured (`measure_savings`): the step without any fix (the 
 added, each timed as `lesson.measure_step` times a step (the loop's period, `wall_us_per_step`: what one step costs a
 training run), in rounds: every round times the baseline and every fixed step once, in an order that turns from round
 to round, so that a machine that slows down or speeds up during the timing weighs on all alike and every fix is
-weighed against one baseline. Of each step's timings the median is kept, with its standard error (1.25 σ/√n), and a
-saving (the difference of two medians) is off by about the two errors combined (`Judged.error_us`). A ✗ whose miss
-is within TOLD_APART such errors is not told from a ✓, and the lesson marks it `?` and says so.
+weighed against one baseline. Of each step's timings the median is kept, with its standard error (1.25 σ/√n, σ read
+off the median absolute deviation, 1.48 MAD, so that a host's few hiccups do not widen it), and a saving (the
+difference of two medians) is off by about the two errors combined (`Judged.error_us`). A ✗ whose miss is within
+TOLD_APART such errors is not told from a ✓, and the lesson marks it `?` and says so.
 
 Why the median and its error, not the least timing: on an H100 host, two instances of lesson 12's planted step timed
 in the same 12 rounds (6 steps a round, turning) had timings of 77-100 and 76-92 ms, a standard deviation of 4-6 ms,
 and no correlation from round to round (r = 0.01: the noise is each timing's own, not a drift that pairing rounds
 would cancel). Over any 5 consecutive rounds, their least timings stood 3.4-5.3 ms apart in 6 windows of 8, their
-medians 0.3-2.5 ms. The same rounds measured loop-kernels' fix at 4.6 ± 2.5 ms (the medians; 4.1 ms by the least
-timings): a saving of 1-2 ms is not told from nothing there in any number of rounds a lesson can afford.
+medians 0.3-2.5 ms. Their medians over all 12 were 1.70 ms apart, against an error of 1.36 ms read off the MAD and
+2.55 ms off the standard deviation, which a few slow rounds (up to 100 ms) widen and the medians do not follow. On a
+quieter H100 host, 10 rounds: the two instances 0.02 ms apart, an error of 0.51 ms by the MAD and 2.97 ms by σ;
+loop-kernels' fix 2.84 ± 0.30 ms, pageable-copy's 5.21 ± 0.45 ms (the same steps timed 80 times one by one: 2.61 and
+5.28 ms).
 """
 
 from __future__ import annotations
@@ -138,9 +142,14 @@ class Timings:
         return statistics.median(self.samples_us[name])
 
     def error_us(self, name: str) -> float:
-        """The median's standard error, 1.25 σ/√n (σ of the timings; 0 with one timing)."""
+        """The median's standard error, 1.25 σ/√n, σ as 1.48 times the timings' median absolute deviation (σ's for
+        normal noise, and unmoved by a few slow outliers); 0 with one timing."""
         samples = self.samples_us[name]
-        return 1.2533 * statistics.stdev(samples) / math.sqrt(len(samples)) if len(samples) > 1 else 0.0
+        if len(samples) < 2:
+            return 0.0
+        middle = statistics.median(samples)
+        sigma = 1.4826 * statistics.median(abs(t - middle) for t in samples)
+        return 1.2533 * sigma / math.sqrt(len(samples))
 
     def judged(self, rule: str, low_us: float, high_us: float, baseline: str = "baseline") -> Judged:
         """`rule`'s fixed step against the baseline, with its predicted range."""
