@@ -70,7 +70,6 @@ def trace_to_dict(trace: Trace, *, bandwidth_gbs: float | None = None, second: T
     }
 
 
-
 def step_to_dict(trace: Trace, step: Step) -> dict:
     """One step of `trace_to_dict`'s "steps": its GPU work, runtime calls, ops and labels."""
     total = step.gpu_time_us
