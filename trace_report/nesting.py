@@ -98,7 +98,7 @@ def self_cpu_total(lanes: Lanes, counted: int) -> tuple[float, int]:
 
 
 def _undrawn(spans: list, packed: bool) -> int:
-    """How many of a thread's boxes (sorted, as _self_cpu_total holds them, in ns) Perfetto drops (overlaps.undrawn).
+    """How many of a thread's boxes (sorted, as self_cpu_total holds them, in ns) Perfetto drops (overlaps.undrawn).
 
     Times within what a float holds of them (µs since the epoch, 1.7e15, times 1000: a few hundred ns) are one
     instant: the differences are the conversion's, not the trace's, which Perfetto reads exactly. (Without it, 444 of a
