@@ -84,20 +84,21 @@ def stream_undrawn(items: list[tuple[float, float]]) -> int:
     return undrawn(((ts, ts + dur) for ts, dur in ordered), lambda start: max(_NS, 2 * ulp(start)))
 
 
-def undrawn(spans: Iterable[tuple[float, float]], slack: Callable[[float], float]) -> int:
+def undrawn(spans: Iterable[tuple[float, float]], slack: float | Callable[[float], float]) -> int:
     """How many of one track's slices, (start, end) in start order, Perfetto drops (`dropped`)."""
     return len(dropped(spans, slack))
 
 
-def dropped(spans: Iterable[tuple[float, float]], slack: Callable[[float], float]) -> list[int]:
+def dropped(spans: Iterable[tuple[float, float]], slack: float | Callable[[float], float]) -> list[int]:
     """Which of one track's slices, (start, end) in start order, start inside an open one and end after it, by their
     place in that order: Perfetto drops each, and nests what follows in the ones it kept. An end within `slack(start)`
-    of another is the same instant (the trace's last decimal, what a float holds of its times): a slice ending where
-    the open one ends is inside it."""
+    of another (or `slack`, a number) is the same instant (the trace's last decimal, what a float holds of its times):
+    a slice ending where the open one ends is inside it."""
     found: list[int] = []
     ends: list[float] = []  # the open slices' ends, innermost last
+    fixed = None if callable(slack) else slack  # a thread's boxes in ns: one slack for all, no call per box
     for i, (start, end) in enumerate(spans):
-        tolerance = slack(start)
+        tolerance = slack(start) if fixed is None else fixed
         while ends and ends[-1] <= start + tolerance:
             ends.pop()
         if ends and end > ends[-1] + tolerance:

@@ -151,7 +151,7 @@ class _Collector:
         self.ops: list[CpuOp] = []
         self.runtime: list[RuntimeCall] = []
         self.gpu: list[GpuWork] = []
-        self.python_frames: list[tuple[Any, Any, float, float]] = []  # pid, tid, ts, dur: for self times
+        self.python_frames = nesting.Frames()  # for self times: they nest the ops
         self.module_frames: list[tuple[Any, Any, float, float, str]] = []  # pid, tid, ts, dur, name: `nn.Module: X_N`
         # pid, tid, ts, dur, `train.py:42`: the frames of the reader's own code (user_line), and each name's line
         self.source_frames: list[tuple[Any, Any, float, float, str]] = []
@@ -251,7 +251,7 @@ class _Collector:
                     float(occupancy) if type(occupancy) in _NUMBER and math.isfinite(occupancy) else None,
                     _comm_args(args) if args.in_nelems is not UNSET or args.bytes is not UNSET else None))
             else:
-                self.python_frames.append((pid, tid, ts, dur))
+                self.python_frames.add(pid, tid, ts, dur)
                 if name.startswith(MODULE_PREFIX):
                     self.module_frames.append((pid, tid, ts, dur, name))
                 elif ".py(" in name:
@@ -349,13 +349,12 @@ class _Collector:
         # Python frames, which nest the ops but are no box of the table's (the self CPU total leaves them out).
         lanes = nesting.by_thread(itertools.chain(((o.pid, o.tid, o.ts, o.dur) for o in self.ops),
                                                   ((c.pid, c.tid, c.ts, c.dur) for c in self.runtime),
-                                                  ((pid, tid, ts, dur) for _, ts, dur, pid, tid in self.steps),
-                                                  self.python_frames))
+                                                  ((pid, tid, ts, dur) for _, ts, dur, pid, tid in self.steps)),
+                                  self.python_frames)
         nesting.nest(self.ops, self.runtime, launches, lanes)
         self_cpu_total, cpu_undrawn = nesting.self_cpu_total(lanes, len(self.ops) + len(self.runtime) + len(self.steps))
         if cpu_undrawn:
             overlaps = replace(overlaps, cpu_undrawn=cpu_undrawn)
-        self.python_frames.clear()
         # Modules: the suite's ranges when the trace has them (they hold the backward too), else the Python frames.
         module_source = None
         if any(name.startswith(MODULE_PREFIX) for name in {op.name for op in self.ops}):

@@ -273,3 +273,23 @@ def test_the_reader_builds_gpu_work_with_its_fields_in_order():
     assert [f.name for f in dataclasses.fields(GpuWork)] == [
         "kind", "name", "ts", "dur", "pid", "tid", "correlation", "launch", "registers", "shared_memory", "grid",
         "block", "occupancy", "comm_args"]
+
+
+@pytest.mark.parametrize("odd_cat", ["python_function", "cpu_op"])
+def test_python_frames_nest_alike_when_a_time_is_past_the_packed_bits(tmp_path, odd_cat):
+    # Each box is packed into one int for the sort, the Python frames as they are read; a time past the bits (no
+    # profiler's: 1e16 µs) sends the frames, or the other boxes, back to tuples, which must nest the same.
+    trace = json.loads(gzip.decompress((FIXTURES / "cpu/tiny-llama_with_stack_train.json.gz").read_bytes()))
+    odd = {"ph": "X", "cat": odd_cat, "name": "odd", "pid": 1, "tid": 99, "ts": 1e16, "dur": 0.0, "args": {}}
+
+    def nested(events: list) -> tuple:
+        path = tmp_path / "trace.json"
+        path.write_text(json.dumps({**trace, "traceEvents": events}))
+        read = read_trace(path)
+        return read.self_cpu_total_us, [(op.name, op.self_us, op.path, op.modules, op.source, op.launched)
+                                        for step in read.steps for op in step.ops]
+
+    plain = nested(trace["traceEvents"])
+    without_frames = nested([e for e in trace["traceEvents"] if e.get("cat") != "python_function"])
+    assert plain[0] != without_frames[0]  # the frames take part: they nest ops, off the table's total
+    assert nested([*trace["traceEvents"], odd]) == plain
