@@ -216,7 +216,7 @@ def nest(ops: list[CpuOp], runtime: list[RuntimeCall], launches: Counter, lanes:
                     for op in stack:
                         op.launched += n
             else:
-                item.self_us += item.dur
+                item.self_us = item.dur or 0.0  # its children, which come after it, take theirs off
                 item.path = paths[-1]
                 item.parent_op = launchers[-1]
                 stack.append(item)

@@ -143,6 +143,7 @@ class _Collector:
         self.events = 0
         self.timed = 0
         self.names: dict[str, str] = {}
+        self.durations: dict[float, float] = {}
         self.lanes: dict[Any, Any] = {}  # pid and tid values, shared: a big trace repeats a handful of them
         self.shapes: dict[tuple, tuple] = {}  # input dims, types, launch dimensions: one tuple per distinct value
         self.raw_shapes: dict[tuple, tuple] = {}  # (dims' text, types' text) -> (dims, types)
@@ -218,6 +219,8 @@ class _Collector:
                 self.skipped[why] += 1
                 return
             name = self.names.setdefault(name, name)
+            if dur:  # one float per distinct duration (ns apart, a profile repeats them): 24 bytes an event
+                dur = self.durations.setdefault(dur, dur)
             lanes = self.lanes
             pid, tid = lanes.setdefault(pid, pid), lanes.setdefault(tid, tid)
             if kind == "op" and name.startswith(STEP_PREFIX):  # traces of 2021 put the steps among the ops
