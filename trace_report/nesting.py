@@ -6,7 +6,7 @@ serves two walks:
   runtime call the op that launched it and its path; how much GPU work was launched from inside each op;
 - `self_cpu_total`: the table's "Self CPU time total" (`key_averages().table()`), and how many boxes Perfetto drops.
 
-The Python frames (with_stack=True) are packed as the reader reads them (`Frames`): they are most of such a trace.
+The Python frames (with_stack=True) are packed as the reader reads them (`Boxes`): they are most of such a trace.
 
 The reader (`reader.py`) calls them once its events are kept.
 """
@@ -21,6 +21,12 @@ from typing import Any, Iterable
 from trace_report.model import CpuOp, RuntimeCall
 from trace_report.overlaps import undrawn
 
+_HALF = 1 << 63  # a start or end in ns, offset by this, fits 64 bits
+_INDEX = 1 << 32
+_ENDS = _INDEX * _INDEX - 1  # the bits of a packed box's end
+_INDICES = _INDEX - 1  # the bits of its index
+_FRAME_INDEX = 1 << 31  # the Python frames' indices start here, past every op's, runtime call's and step's
+
 
 @dataclass
 class Lanes:
@@ -31,70 +37,72 @@ class Lanes:
     packed: bool
 
 
-def by_thread(boxes: Iterable[tuple[Any, Any, float, float]], frames: Frames | None = None) -> Lanes:
+def by_thread(boxes: Iterable[tuple[Any, Any, float, float]], frames: Boxes | None = None) -> Lanes:
     """The boxes (pid, tid, ts, dur), numbered in the order they come, sorted on each thread as torch nests them:
     by start, outer (longer) boxes first, ties in the order they came; with them the Python frames (`frames`, whose
     lists it takes), numbered past every box. Times are whole ns, as torch compares them: the trace's timestamps are
-    µs with three decimals.
-
-    Each box is one int, (start, -end, index) packed in bits that sort as that tuple does. A tuple of three ints cost
-    156 bytes a box, the packed int 48: a Mamba trace's 330k boxes, 51 MB against 16 at the read's peak (and tuples
-    of the boxes' float times, for a second sort, took it from 130 to 166 MB). Times past the bits (no profiler's)
-    fall back to the tuples."""
-    threads: dict[tuple, list] = defaultdict(list)
-    packed = True
-    for i, (pid, tid, ts, dur) in enumerate(boxes):
-        start = round(ts * 1000)
-        end = start + round(dur * 1000)
-        if packed and -_HALF <= start and -_HALF < end <= _HALF and i < _FRAME_INDEX:
-            threads[(pid, tid)].append(_packed(start, end, i))
-        else:
-            if packed:  # unpack what came before: from here on, tuples
-                packed = False
-                _unpack(threads)
-            threads[(pid, tid)].append((start, -end, i))
+    µs with three decimals."""
+    keyed = Boxes(0, _FRAME_INDEX)
+    add = keyed.add
+    for pid, tid, ts, dur in boxes:
+        add(pid, tid, ts, dur)
     if frames is not None:
-        if packed and not frames.packed:
-            packed = False
-            _unpack(threads)
-        for lane, keys in frames.threads.items():
-            if packed != frames.packed:
-                keys = [_unpacked(key) for key in keys]
-            if lane in threads:
-                threads[lane] += keys
-            else:
-                threads[lane] = keys
-        frames.threads.clear()
-    for spans in threads.values():
+        keyed.take(frames)
+    for spans in keyed.threads.values():
         spans.sort()
-    return Lanes(threads, packed)
+    return Lanes(keyed.threads, keyed.packed)
 
 
-class Frames:
-    """A thread's Python frames (with_stack=True) as the reader reads them, each packed at once as by_thread packs a
-    box. They are most of a stack trace's events and nothing reads them past the nesting: a tuple of the frame's pid,
-    tid and float times, kept until the sort, cost 144 bytes a frame besides its key (a 152 MB Llama trace with
-    stacks, 284k frames: the read's peak of Python objects from 108 MB to 75)."""
+class Boxes:
+    """Boxes as by_thread sorts them, each thread's in a list as they come: numbered from `first`, each one int,
+    (start, -end, index) packed in bits that sort as that tuple does. Times past the bits (no profiler's) fall back
+    to the tuples.
 
-    __slots__ = ("threads", "count", "packed")
+    A tuple of three ints cost 156 bytes a box, the packed int 48: a Mamba trace's 330k boxes, 51 MB against 16 at
+    the read's peak (and tuples of the boxes' float times, for a second sort, took it from 130 to 166 MB). The
+    reader packs the Python frames (with_stack=True) as it reads them: they are most of a stack trace's events and
+    nothing reads them past the nesting; a tuple of a frame's pid, tid and float times, kept until the sort, cost
+    144 bytes a frame besides its key (a 152 MB Llama trace with stacks, 284k frames: the read's peak of Python
+    objects from 108 MB to 75)."""
 
-    def __init__(self) -> None:
+    __slots__ = ("threads", "packed", "next", "end")
+
+    def __init__(self, first: int = _FRAME_INDEX, end: int = _INDEX) -> None:
         self.threads: dict[tuple, list] = defaultdict(list)
-        self.count = 0
         self.packed = True
+        self.next = first  # the next box's number
+        self.end = end  # numbers from here on do not fit the bits
 
     def add(self, pid: Any, tid: Any, ts: float, dur: float) -> None:
         start = round(ts * 1000)
         end = start + round(dur * 1000)
-        i = _FRAME_INDEX + self.count
-        self.count += 1
-        if self.packed and -_HALF <= start and -_HALF < end <= _HALF and i < _INDEX:
-            self.threads[(pid, tid)].append(_packed(start, end, i))
+        i = self.next
+        self.next = i + 1
+        if self.packed and -_HALF <= start and -_HALF < end <= _HALF and i < self.end:
+            self.threads[(pid, tid)].append(((start + _HALF) << 96) | ((_HALF - end) << 32) | i)
         else:
-            if self.packed:
-                self.packed = False
-                _unpack(self.threads)
+            self._unpack()
             self.threads[(pid, tid)].append((start, -end, i))
+
+    def take(self, other: Boxes) -> None:
+        """Add the boxes of `other` (numbered past these), taking its lists."""
+        if not other.packed:
+            self._unpack()
+        for lane, keys in other.threads.items():
+            if self.packed != other.packed:
+                keys = [_unpacked(key) for key in keys]
+            if lane in self.threads:
+                self.threads[lane] += keys
+            else:
+                self.threads[lane] = keys
+        other.threads.clear()
+
+    def _unpack(self) -> None:
+        """From here on, tuples: those packed so far unpacked."""
+        if self.packed:
+            self.packed = False
+            for spans in self.threads.values():
+                spans[:] = [_unpacked(key) for key in spans]
 
 
 def self_cpu_total(lanes: Lanes, counted: int) -> tuple[float, int]:
@@ -154,24 +162,6 @@ def _undrawn(spans: list, packed: bool) -> int:
     else:
         ends = ((start, -neg_end) for start, neg_end, _ in spans)
     return undrawn(ends, slack)
-
-
-_HALF = 1 << 63  # a start or end in ns, offset by this, fits 64 bits
-_INDEX = 1 << 32
-_ENDS = _INDEX * _INDEX - 1  # the bits of a packed box's end
-_INDICES = _INDEX - 1  # the bits of its index
-_FRAME_INDEX = 1 << 31  # the Python frames' indices start here, past every op's, runtime call's and step's
-
-
-def _packed(start: int, end: int, i: int) -> int:
-    """A box (start, end, index: ns, ns, its number) as one int that sorts as (start, -end, index)."""
-    return ((start + _HALF) << 96) | ((_HALF - end) << 32) | i
-
-
-def _unpack(threads: dict[tuple, list]) -> None:
-    """Each thread's packed boxes as (start, -end, index) tuples, in place."""
-    for spans in threads.values():
-        spans[:] = [_unpacked(key) for key in spans]
 
 
 def _unpacked(key: int) -> tuple[int, int, int]:

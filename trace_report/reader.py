@@ -152,7 +152,7 @@ class _Collector:
         self.ops: list[CpuOp] = []
         self.runtime: list[RuntimeCall] = []
         self.gpu: list[GpuWork] = []
-        self.python_frames = nesting.Frames()  # for self times: they nest the ops
+        self.python_frames = nesting.Boxes()  # for self times: they nest the ops
         self.module_frames: list[tuple[Any, Any, float, float, str]] = []  # pid, tid, ts, dur, name: `nn.Module: X_N`
         # pid, tid, ts, dur, `train.py:42`: the frames of the reader's own code (user_line), and each name's line
         self.source_frames: list[tuple[Any, Any, float, float, str]] = []
