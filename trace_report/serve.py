@@ -22,7 +22,8 @@ range opened inside a compiled region), and would be missing from it. A trace th
 REWRITE_LIMIT of JSON) is served as a copy made in memory (overlaps.drawable): those GPU events' ends clipped to the
 next one's start, as the report reads them, and every event Perfetto would still drop (those CPU boxes, a stream's
 annotations and syncs that cross its work) moved to a track of its own beside its thread or stream, at its own times;
-the server says so, and the file is never written.
+the server says so, and the file is never written. A larger trace is served as it is, unchecked (the copy is made of
+the whole parsed JSON, about 6x the file in memory), and the server says that too.
 
 From a GPU machine over SSH (no browser there) the browser on your own machine reaches it through a forward
 of your port 9001 to the one we listen on: `ssh -N -L 9001:127.0.0.1:PORT HOST`. Ctrl-C stops serving: one
@@ -37,6 +38,7 @@ import http.server
 import io
 import json
 import os
+import shlex
 import socket
 import sys
 import threading
@@ -186,6 +188,14 @@ def open_in_perfetto(path: Path, port: int | None = None) -> int:
               f"{'its' if one else 'their'} stream and end{'s' if one else ''} after it, which Perfetto does not draw: "
               f"served with {found.clipped:,} clipped to the next one's start, as trace-report reads them (the file is "
               "unchanged)")
+    try:
+        unchecked = _past_rewrite_limit(_gzipped(path), path.stat().st_size)
+    except OSError:
+        unchecked = False
+    if unchecked:
+        print(f"past {REWRITE_LIMIT >> 20} MB of JSON: served as it is, unchecked for events Perfetto does not draw "
+              f"(one that starts inside another on its track and ends after it): trace-report {shlex.quote(str(path))} "
+              "counts them")
     if body is not None and moved:
         one = moved == 1
         their = "its" if one else "their"
@@ -213,10 +223,8 @@ def _drawable_copy(path: Path) -> tuple[bytes | None, Overlaps, int]:
     the file is; None (serve the file) when it has none, is past REWRITE_LIMIT, or is no JSON we can read: the page
     then says what it makes of it. With it, what the GPU streams' clipping found and how many events moved."""
     try:
-        with open(path, "rb") as raw:
-            gzipped = raw.read(2) == GZIP_MAGIC
-        size = path.stat().st_size
-        if size > (REWRITE_LIMIT // 8 if gzipped else REWRITE_LIMIT):  # a trace gzips about 8:1
+        gzipped, size = _gzipped(path), path.stat().st_size
+        if _past_rewrite_limit(gzipped, size):
             return None, Overlaps(), 0
         if size > NOTED_SIZE:  # json.load: about 25 MB/s of JSON on a slow core
             print(f"reading {_size(size)} for events Perfetto would not draw", file=sys.stderr, flush=True)
@@ -229,6 +237,16 @@ def _drawable_copy(path: Path) -> tuple[bytes | None, Overlaps, int]:
         return None, found, moved
     body = json.dumps(doc, ensure_ascii=False).encode()
     return (gzip.compress(body, compresslevel=1) if gzipped else body), found, moved
+
+
+def _gzipped(path: Path) -> bool:
+    with open(path, "rb") as raw:
+        return raw.read(2) == GZIP_MAGIC
+
+
+def _past_rewrite_limit(gzipped: bool, size: int) -> bool:
+    """Whether a trace file of `size` bytes is served as it is, unchecked (REWRITE_LIMIT of JSON)."""
+    return size > (REWRITE_LIMIT // 8 if gzipped else REWRITE_LIMIT)  # a trace gzips about 8:1
 
 
 def _listen(path: Path, port: int | None, body: bytes | None = None) -> tuple[TraceServer, bool]:

@@ -296,3 +296,25 @@ def test_a_served_copy_moves_only_what_crosses_and_reads_past_times_that_are_no_
     assert by_name["crosses"]["tid"] == 2 and by_name["crosses"]["ts"] == 15.5 and by_name["crosses"]["dur"] == 10
     assert all(by_name[name]["tid"] == 1 for name in ("parent", "inside", "no time", "endless"))
     assert math.isnan(by_name["no time"]["ts"]) and math.isinf(by_name["endless"]["dur"])
+
+
+def test_a_trace_past_the_rewrite_limit_is_served_as_it_is_and_said_so(tmp_path):
+    # JSON padded past 256 MB with whitespace: too large for the copy Perfetto would draw whole, made in memory
+    from trace_report.overlaps import REWRITE_LIMIT
+
+    trace = tmp_path / "large trace.json"
+    text = json.dumps(json.loads(gzip.decompress(TRACE.read_bytes()))).encode()
+    with open(trace, "wb") as out:
+        out.write(text)
+        left = REWRITE_LIMIT + 1 - len(text)
+        while left > 0:
+            out.write(b" " * min(left, 1 << 24))
+            left -= 1 << 24
+    server = Served(trace)
+    try:
+        said = "\n".join(server.out)
+    finally:
+        rc, _, err = server.stop()
+    assert rc == 0 and err == "", err
+    assert "past 256 MB of JSON: served as it is, unchecked for events Perfetto does not draw" in said, said
+    assert f"trace-report '{trace}' counts them" in said, said
