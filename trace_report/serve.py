@@ -207,8 +207,8 @@ def open_in_perfetto(path: Path, port: int | None = None) -> int:
           f"{host}  (the name you reach it by), then open the link there")
     if bound == PERFETTO_PORT and _has_browser() and webbrowser.open_new_tab(link):
         print("opened it in your browser")
-    print("Ctrl-C stops serving", flush=True)
-    try:
+    try:  # the line inside: a Ctrl-C as soon as it shows stops serving as any later one does
+        print("Ctrl-C stops serving", flush=True)
         server.serve_forever(poll_interval=0.2)
     except KeyboardInterrupt:
         pass
