@@ -169,7 +169,8 @@ def open_in_perfetto(path: Path, port: int | None = None) -> int:
         raise UsageError(f"{path}: is a folder, not a trace file")
     if not os.access(path, os.R_OK):
         raise UsageError(f"{path}: cannot read it (permission denied)")
-    body, found, moved = _drawable_copy(path)
+    unchecked = _past_rewrite_limit(path)
+    body, found, moved = (None, Overlaps(), 0) if unchecked else _drawable_copy(path)
     server, busy = _listen(path, port, body)
     bound = server.server_address[1]
     link = perfetto_link(path.name)
@@ -188,10 +189,6 @@ def open_in_perfetto(path: Path, port: int | None = None) -> int:
               f"{'its' if one else 'their'} stream and end{'s' if one else ''} after it, which Perfetto does not draw: "
               f"served with {found.clipped:,} clipped to the next one's start, as trace-report reads them (the file is "
               "unchanged)")
-    try:
-        unchecked = _past_rewrite_limit(_gzipped(path), path.stat().st_size)
-    except OSError:
-        unchecked = False
     if unchecked:
         print(f"past {REWRITE_LIMIT >> 20} MB of JSON: served as it is, unchecked for events Perfetto does not draw "
               f"(one that starts inside another on its track and ends after it): trace-report {shlex.quote(str(path))} "
@@ -220,12 +217,10 @@ def open_in_perfetto(path: Path, port: int | None = None) -> int:
 
 def _drawable_copy(path: Path) -> tuple[bytes | None, Overlaps, int]:
     """The trace as Perfetto draws it whole, where it has events Perfetto would drop (overlaps.drawable), gzipped as
-    the file is; None (serve the file) when it has none, is past REWRITE_LIMIT, or is no JSON we can read: the page
-    then says what it makes of it. With it, what the GPU streams' clipping found and how many events moved."""
+    the file is; None (serve the file) when it has none or is no JSON we can read: the page then says what it makes
+    of it. With it, what the GPU streams' clipping found and how many events moved."""
     try:
         gzipped, size = _gzipped(path), path.stat().st_size
-        if _past_rewrite_limit(gzipped, size):
-            return None, Overlaps(), 0
         if size > NOTED_SIZE:  # json.load: about 25 MB/s of JSON on a slow core
             print(f"reading {_size(size)} for events Perfetto would not draw", file=sys.stderr, flush=True)
         with open_text(path) as text:
@@ -244,9 +239,12 @@ def _gzipped(path: Path) -> bool:
         return raw.read(2) == GZIP_MAGIC
 
 
-def _past_rewrite_limit(gzipped: bool, size: int) -> bool:
-    """Whether a trace file of `size` bytes is served as it is, unchecked (REWRITE_LIMIT of JSON)."""
-    return size > (REWRITE_LIMIT // 8 if gzipped else REWRITE_LIMIT)  # a trace gzips about 8:1
+def _past_rewrite_limit(path: Path) -> bool:
+    """Whether the trace is past REWRITE_LIMIT of JSON: served as it is, unchecked (_drawable_copy)."""
+    try:
+        return path.stat().st_size > (REWRITE_LIMIT // 8 if _gzipped(path) else REWRITE_LIMIT)  # gzip: about 8:1
+    except OSError:
+        return False
 
 
 def _listen(path: Path, port: int | None, body: bytes | None = None) -> tuple[TraceServer, bool]:
