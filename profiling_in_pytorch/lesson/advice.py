@@ -89,8 +89,15 @@ class Judged:
 
     @property
     def reason(self) -> str:
-        """Why a ✗ or a ?, in one line with both numbers; empty for a ✓."""
-        return "" if self.ok else miss_text(self.saving_us, self.low_us, self.high_us, self.error_us)
+        """Why a ✗ or a ?, in one line with both numbers (a ?'s says the timing cannot tell it from a ✓); empty for a
+        ✓."""
+        if self.ok:
+            return ""
+        text = miss_text(self.saving_us, self.low_us, self.high_us, self.error_us)
+        if not self.told_apart:
+            text += (f", within {TOLD_APART:g} standard errors of the timing ({_us(TOLD_APART * self.error_us)}): it "
+                     "cannot tell it from a ✓")
+        return text
 
 
 def holds(saving: float, low: float, high: float, slack: float = SLACK) -> bool:
@@ -117,7 +124,7 @@ def _signed(us: float) -> str:
 
 def miss_text(saving: float, low: float, high: float, error: float = 0.0) -> str:
     """"measured 3.10 ms ± 0.40 ms, predicted 4.00–6.20 ms: 23% below the range's low end" (or above its high end, or
-    a slowdown); and, where the miss is within TOLD_APART standard errors, that the timing cannot tell it from a ✓."""
+    a slowdown)."""
     measured = _signed(saving) + (f" ± {_us(error)}" if error > 0 else "")
     head = f"measured {measured}, predicted {range_text(low, high)}"
     if saving < 0:
@@ -126,9 +133,6 @@ def miss_text(saving: float, low: float, high: float, error: float = 0.0) -> str
         text = f"{head}: {(low - saving) / low:.0%} below the range's low end" if low else head
     else:
         text = f"{head}: {(saving - high) / high:.0%} above the range's high end" if high else head
-    if 0 < _miss(saving, low, high) <= TOLD_APART * error:
-        text += (f", within {TOLD_APART:g} standard errors of the timing ({_us(TOLD_APART * error)}): it cannot tell "
-                 "it from a ✓")
     return text
 
 
