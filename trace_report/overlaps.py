@@ -196,7 +196,7 @@ def _move_crossing_events(events: list) -> int:
             keyed = sorted((_perfetto_ns(e["ts"]), -_perfetto_ns(e.get("dur") or 0), i)
                            for i, e in enumerate(track_events))
             spans = [(start, start - neg_dur) for start, neg_dur, _ in keyed]
-            crossing = [track_events[keyed[k][2]] for k in dropped(spans, _exact)]
+            crossing = [track_events[keyed[k][2]] for k in dropped(spans, 0)]  # Perfetto's own ns: exact
             if not crossing:
                 break
             moved += len(crossing) if level == 0 else 0
@@ -221,10 +221,6 @@ def _perfetto_ns(value: float | int) -> int:
     scaled = value * 1000.0
     whole = trunc(scaled)
     return whole + (1 if scaled - whole >= 0.5 else -1 if scaled - whole <= -0.5 else 0)
-
-
-def _exact(start: int) -> int:
-    return 0
 
 
 def _timed(event: dict) -> bool:
