@@ -6,6 +6,7 @@ Each module holds one concern; imports go down this list, never up:
     api.py           `read(path)` -> Report: the trace and its analyses as plain objects, `to_json()` what --json prints
     text_report.py   one trace's report as the terminal prints it (and a Report in a notebook shows it)
     serve.py         --open: the one trace served from 127.0.0.1 to ui.perfetto.dev
+    drawable.py      a copy of a trace Perfetto draws whole (--open), made as a stream whatever its size
     replay.py        --replay: one op of the trace rebuilt from its recorded shapes and re-timed alone
     memory_picture.py  a step's memory over time, stacked by category, its phases marked (lesson 11)
     picture.py       --png: one step drawn as the posts' Perfetto figures show it
@@ -36,7 +37,7 @@ Each module holds one concern; imports go down this list, never up:
     nesting.py       how a thread's boxes nest: self times, paths, launching ops; the table's self CPU total
     python_frames.py a Python frame (with_stack=True): the reader's own code (`step() in train.py:42`) or a library's
     overlaps.py      GPU work that runs past the next item on its stream: clipped to it, counted; what Perfetto
-                     drops, counted, and a copy of the trace it draws whole (--open)
+                     drops, counted
     memory.py        `[memory]` events (profile_memory=True): per device the peak, when, what was live; the
                      category timeline lesson 11 writes into its trace
     source.py        the file as a stream of events (gzip or not; each chunk's whole events parsed at once)

@@ -26,7 +26,7 @@ the ns the trace's three decimals give, or to what a float holds of a timestamp 
 from __future__ import annotations
 
 from collections import defaultdict
-from math import isfinite, trunc, ulp
+from math import isfinite, ulp
 from operator import attrgetter
 from typing import Any, Callable, Iterable, Sequence
 
@@ -123,110 +123,6 @@ def other_spans(events: list[tuple]) -> dict[tuple, list[tuple[float, float]]]:
             if isfinite(ts) and isfinite(dur):
                 others[(pid, tid)].append((ts, dur))
     return others
-
-
-# --- a copy Perfetto draws whole (`--open`) ---------------------------------------------------------------------
-
-GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
-REWRITE_LIMIT = 256 << 20  # bytes of JSON: a larger trace is served as it is (a rewrite holds it whole, ~6x in memory)
-
-
-class _Slice:
-    """One GPU event of a trace's JSON as clip_stream_overlaps reads it: its clipped `dur` goes back to the event."""
-
-    __slots__ = ("event", "pid", "tid", "ts", "dur", "recorded")
-
-    def __init__(self, event: dict):
-        self.event, self.pid, self.tid = event, event.get("pid"), event.get("tid")
-        self.ts, self.dur = float(event["ts"]), float(event.get("dur") or 0.0)
-        self.recorded = self.dur
-
-
-def drawable(doc: Any) -> tuple[Overlaps, int]:
-    """Make a trace's parsed JSON one that Perfetto draws whole (it drops an event that starts inside another on its
-    track and ends after it). On the GPU's streams, each item that runs into the next is clipped first, as the reader
-    reads it. Then each event that Perfetto would still drop moves, at its own times, to a track of its own beside its
-    thread or stream (`_move_crossing_events`): a `nn.Module` range opened inside a compiled region and closed after
-    it, an annotation on a stream that ends inside a kernel, a stream's sync that outlasts the copy it waits on. What
-    the clipping found, and how many events moved."""
-    events = doc.get("traceEvents") if isinstance(doc, dict) else doc
-    if not isinstance(events, list):
-        return Overlaps(), 0
-    slices = [_Slice(e) for e in events if isinstance(e, dict) and e.get("ph") == "X"
-              and str(e.get("cat", "")).lower() in GPU_CATEGORIES and _timed(e)
-              and _scalar(e.get("pid")) and _scalar(e.get("tid"))]
-    found = clip_stream_overlaps(slices)
-    if found.clipped:
-        for piece in slices:
-            if piece.dur != piece.recorded:
-                piece.event["dur"] = round(piece.dur, 3)
-    return found, _move_crossing_events(events)
-
-
-MOVED_LEVELS = 8  # tracks beside one at most: events that still cross on the 8th stay there (none seen)
-
-
-def _move_crossing_events(events: list) -> int:
-    """Each "X" event that Perfetto would drop moves to a new thread id of its process, named after its track and
-    sorted beside it; events that cross each other there move on to the next one. Times and every other field stay
-    as they were. How many events moved off their own tracks."""
-    tracks: dict[tuple, list[dict]] = defaultdict(list)
-    used: dict[Any, set[int]] = defaultdict(set)  # pid -> the integer thread ids it has
-    names: dict[tuple, str] = {}
-    order: dict[tuple, Any] = {}
-    for e in events:
-        if not isinstance(e, dict) or not (_scalar(e.get("pid")) and _scalar(e.get("tid"))):
-            continue
-        track = (e.get("pid"), e.get("tid"))
-        if type(track[1]) is int:
-            used[track[0]].add(track[1])
-        ph = e.get("ph")
-        if ph == "X" and _timed(e):
-            tracks[track].append(e)
-        elif ph == "M" and isinstance(e.get("args"), dict):
-            if e.get("name") == "thread_name":
-                names[track] = str(e["args"].get("name"))
-            elif e.get("name") == "thread_sort_index":
-                order[track] = e["args"].get("sort_index")
-    moved = 0
-    for (pid, tid), track_events in tracks.items():
-        name = names.get((pid, tid)) or f"thread {tid}"
-        for level in range(MOVED_LEVELS):
-            # in start order, the longer first of two that start together, then as they came
-            keyed = sorted((_perfetto_ns(e["ts"]), -_perfetto_ns(e.get("dur") or 0), i)
-                           for i, e in enumerate(track_events))
-            spans = [(start, start - neg_dur) for start, neg_dur, _ in keyed]
-            crossing = [track_events[keyed[k][2]] for k in dropped(spans, 0)]  # Perfetto's own ns: exact
-            if not crossing:
-                break
-            moved += len(crossing) if level == 0 else 0
-            new_tid = max(used[pid], default=0) + 1
-            used[pid].add(new_tid)
-            for e in crossing:
-                e["tid"] = new_tid
-            what = f"{name}: events Perfetto drops there (each starts inside one and ends after it), moved here"
-            events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": new_tid, "args": {"name": what}})
-            events.append({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": new_tid,
-                           "args": {"sort_index": order.get((pid, tid), tid if type(tid) is int else 0)}})
-            track_events = crossing
-    return moved
-
-
-def _perfetto_ns(value: float | int) -> int:
-    """A time in µs as Perfetto's JSON importer turns it into ns: an integer times 1000, a number with a fraction
-    times 1000.0 and rounded half away from zero (llround; json_trace_tokenizer's CoerceToTs). Compared in these
-    ns, the moved events are exactly those the page would drop, with a float's rounding where Perfetto has it."""
-    if type(value) is int:
-        return value * 1000
-    scaled = value * 1000.0
-    whole = trunc(scaled)
-    return whole + (1 if scaled - whole >= 0.5 else -1 if scaled - whole <= -0.5 else 0)
-
-
-def _timed(event: dict) -> bool:
-    """A time and a duration that are numbers, finite (json reads NaN and Infinity; a profiler writes neither)."""
-    ts, dur = event.get("ts"), event.get("dur", 0)
-    return type(ts) in (int, float) and type(dur) in (int, float) and isfinite(ts) and isfinite(dur)
 
 
 def _scalar(value: Any) -> bool:

@@ -48,7 +48,8 @@ from trace_report import nesting
 from trace_report.overlaps import clip_stream_overlaps, other_spans
 from trace_report.python_frames import user_line
 from trace_report.timeline import devices_note
-from trace_report.source import ARG_KEYS, RAW, UNSET, Record, RecordArgs, TraceSource, args_dict, open_text, raw_value
+from trace_report.source import (ARG_KEYS, RAW, RECORDS, UNSET, Record, RecordArgs, TraceSource, args_dict, open_text,
+                                 raw_value)
 
 GPU_KINDS = {
     "kernel": "kernel",
@@ -108,7 +109,7 @@ def read_trace(path: str | Path) -> Trace:
 
 def _read(path: Path, collector: _Collector) -> Trace:
     with open_text(path) as text:
-        source = TraceSource(text, path, records=True)
+        source = TraceSource(text, path, RECORDS)
         add = collector.add
         try:
             for batch in source.batches():

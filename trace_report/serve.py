@@ -18,12 +18,12 @@ Content-Encoding would make the browser unpack it first (and the length would no
 One exception to "the file's bytes": Perfetto drops an event that starts inside another on its track and ends after
 it. On a GPU stream that is a kernel launched with programmatic dependent launch or ROCm's late timestamps
 (overlaps.py), and would be a gap in the picture; on a CPU thread, a box that closes after its parent (a `nn.Module`
-range opened inside a compiled region), and would be missing from it. A trace that has some (and is at most
-REWRITE_LIMIT of JSON) is served as a copy made in memory (overlaps.drawable): those GPU events' ends clipped to the
-next one's start, as the report reads them, and every event Perfetto would still drop (those CPU boxes, a stream's
-annotations and syncs that cross its work) moved to a track of its own beside its thread or stream, at its own times;
-the server says so, and the file is never written. A larger trace is served as it is, unchecked (the copy is made of
-the whole parsed JSON, about 6x the file in memory), and the server says that too.
+range opened inside a compiled region), and would be missing from it. A trace that has some is served as a copy made
+in memory as a stream, whatever its size (drawable.py): those GPU events' ends clipped to the next one's start, as the
+report reads them, and every event Perfetto would still drop (those CPU boxes, a stream's annotations and syncs that
+cross its work) moved to a track of its own beside its thread or stream, at its own times. The copy is gzipped (about
+a tenth of its JSON; Perfetto unpacks it whatever the file's name), the server says what changed, and the file is
+never written.
 
 From a GPU machine over SSH (no browser there) the browser on your own machine reaches it through a forward
 of your port 9001 to the one we listen on: `ssh -N -L 9001:127.0.0.1:PORT HOST`. Ctrl-C stops serving: one
@@ -33,12 +33,9 @@ line, exit 0.
 from __future__ import annotations
 
 import errno
-import gzip
 import http.server
 import io
-import json
 import os
-import shlex
 import socket
 import sys
 import threading
@@ -47,17 +44,16 @@ import zlib
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
+from trace_report.drawable import drawable_copy
 from trace_report.errors import UsageError
 from trace_report.model import Overlaps
-from trace_report.overlaps import REWRITE_LIMIT, drawable
-from trace_report.source import GZIP_MAGIC, open_text
 
 PERFETTO_ORIGIN = "https://ui.perfetto.dev"
 PERFETTO_PORT = 9001  # the one loopback port ui.perfetto.dev's Content-Security-Policy lets the page fetch from
 LOOPBACK = "127.0.0.1"
 CHUNK = 1 << 20
 CONTENT_TYPES = {".gz": "application/gzip", ".json": "application/json"}
-NOTED_SIZE = 16 << 20  # a trace file this large is read (for what Perfetto would drop) with a line saying so
+NOTED_SIZE = 64 << 20  # a trace file this large is read (for what Perfetto would drop) with a line saying so
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}  # what a browser on this machine (or at a forward's end) sends in Host
 
 
@@ -74,7 +70,9 @@ class TraceServer(http.server.ThreadingHTTPServer):
 
     def __init__(self, path: Path, port: int, body: bytes | None = None):
         self.trace = path
-        self.body = body  # what to send instead of the file's bytes (a copy Perfetto draws whole), or None
+        self.body = body  # what to send instead of the file's bytes (a gzipped copy Perfetto draws whole), or None
+        self.content_type = CONTENT_TYPES[".gz"] if body is not None else CONTENT_TYPES.get(
+            path.suffix, "application/octet-stream")
         self.url_path = "/" + quote(path.name)
         self.fetched = threading.Event()
         super().__init__((LOOPBACK, port), TraceHandler)
@@ -131,7 +129,7 @@ class TraceHandler(http.server.BaseHTTPRequestHandler):
             size = len(self.server.body) if self.server.body is not None else os.fstat(trace.fileno()).st_size
             self.send_response(200)
             self._cors()
-            self.send_header("Content-Type", CONTENT_TYPES.get(self.server.trace.suffix, "application/octet-stream"))
+            self.send_header("Content-Type", self.server.content_type)
             self.send_header("Content-Length", str(size))
             self.send_header("Cache-Control", "no-cache")
             self.end_headers()
@@ -169,8 +167,7 @@ def open_in_perfetto(path: Path, port: int | None = None) -> int:
         raise UsageError(f"{path}: is a folder, not a trace file")
     if not os.access(path, os.R_OK):
         raise UsageError(f"{path}: cannot read it (permission denied)")
-    unchecked = _past_rewrite_limit(path)
-    body, found, moved = (None, Overlaps(), 0) if unchecked else _drawable_copy(path)
+    body, found, moved = _drawable_copy(path)
     server, busy = _listen(path, port, body)
     bound = server.server_address[1]
     link = perfetto_link(path.name)
@@ -189,10 +186,6 @@ def open_in_perfetto(path: Path, port: int | None = None) -> int:
               f"{'its' if one else 'their'} stream and end{'s' if one else ''} after it, which Perfetto does not draw: "
               f"served with {found.clipped:,} clipped to the next one's start, as trace-report reads them (the file is "
               "unchanged)")
-    if unchecked:
-        print(f"past {REWRITE_LIMIT >> 20} MB of JSON: served as it is, unchecked for events Perfetto does not draw "
-              f"(one that starts inside another on its track and ends after it): trace-report {shlex.quote(str(path))} "
-              "counts them")
     if body is not None and moved:
         one = moved == 1
         their = "its" if one else "their"
@@ -216,35 +209,16 @@ def open_in_perfetto(path: Path, port: int | None = None) -> int:
 
 
 def _drawable_copy(path: Path) -> tuple[bytes | None, Overlaps, int]:
-    """The trace as Perfetto draws it whole, where it has events Perfetto would drop (overlaps.drawable), gzipped as
-    the file is; None (serve the file) when it has none or is no JSON we can read: the page then says what it makes
-    of it. With it, what the GPU streams' clipping found and how many events moved."""
+    """The trace as Perfetto draws it whole, where it has events Perfetto would drop (drawable.py); None (serve the
+    file) when it has none or is no trace we can read: the page then says what it makes of it. With it, what the GPU
+    streams' clipping found and how many events moved."""
     try:
-        gzipped, size = _gzipped(path), path.stat().st_size
-        if size > NOTED_SIZE:  # json.load: about 25 MB/s of JSON on a slow core
+        size = path.stat().st_size
+        if size > NOTED_SIZE:  # about 100 MB/s of JSON on a slow core, twice where a copy is made
             print(f"reading {_size(size)} for events Perfetto would not draw", file=sys.stderr, flush=True)
-        with open_text(path) as text:
-            doc = json.load(text)
-    except (UsageError, OSError, ValueError, EOFError, zlib.error):
+        return drawable_copy(path)
+    except (UsageError, OSError, EOFError, zlib.error):  # a gzip stream cut short or corrupt: the page says so too
         return None, Overlaps(), 0
-    found, moved = drawable(doc)
-    if not (found.undrawn or moved):
-        return None, found, moved
-    body = json.dumps(doc, ensure_ascii=False).encode()
-    return (gzip.compress(body, compresslevel=1) if gzipped else body), found, moved
-
-
-def _gzipped(path: Path) -> bool:
-    with open(path, "rb") as raw:
-        return raw.read(2) == GZIP_MAGIC
-
-
-def _past_rewrite_limit(path: Path) -> bool:
-    """Whether the trace is past REWRITE_LIMIT of JSON: served as it is, unchecked (_drawable_copy)."""
-    try:
-        return path.stat().st_size > (REWRITE_LIMIT // 8 if _gzipped(path) else REWRITE_LIMIT)  # gzip: about 8:1
-    except OSError:
-        return False
 
 
 def _listen(path: Path, port: int | None, body: bytes | None = None) -> tuple[TraceServer, bool]:

@@ -11,14 +11,16 @@ per event: the 109k events (26 MB) of a public A100 trace parsed in 0.33-0.46 s 
 cores, the cyclic GC off as the reader has it). Bad input (no such file, not gzip, not JSON, not a Chrome trace)
 raises `UsageError` with one line that says where.
 
-The reader asks for records (`TraceSource(..., records=True)`): each chunk is then decoded by msgspec into `Record`s,
+What each event becomes is the caller's `Layout`. The reader asks for `RECORDS`: each chunk is decoded by msgspec into `Record`s,
 typed structs of the few fields the reader uses (`name`, `ph`, `cat`, `ts`, `dur`, `pid`, `tid`, `id`, and of `args`
 only the keys it reads, `RecordArgs`): every other key is skipped without building a Python object. Building
 Python dicts is what the time went on: the 143 MB of a Mamba trace's events (407k) decode in 0.47 s to records,
 2.2 s to dicts with `json.loads` or orjson (0.84 s with msgspec's own dicts), best of 2 on this project's 2-core
 machine; docs/trace-report.md says more. A chunk msgspec refuses (NaN, a number past a float's range, a field of an
 unexpected kind) is read as before, with `json.loads`, and its dicts turned into records (`record_of`): the same
-values, the same messages. Without msgspec installed, every chunk goes that way.
+values, the same messages. Without msgspec installed, every chunk goes that way. `RAW_EVENTS` hands on each event's
+own text (`msgspec.Raw`), for a copy of the trace that leaves most events as they were written (drawable.py); a
+script reading other fields asks for `DICTS`, the default.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from trace_report.errors import UsageError
 
@@ -168,6 +170,26 @@ def record_of(event: Any) -> Any:
     return Record(get("name"), get("ph"), get("cat"), get("ts"), get("dur"), get("pid"), get("tid"), get("id"), args)
 
 
+class Layout:
+    """What each event of the array becomes: a chunk's whole events through `decoder` (msgspec's, of a list of them),
+    where msgspec is installed and takes the text; else each value `json.loads` made through `of` (None: as it is)."""
+
+    def __init__(self, decoder: Any, of: Callable[[Any], Any] | None):
+        self.decoder, self.of = decoder, of
+
+
+DICTS = Layout(None, None)
+RECORDS = Layout(_RECORDS, record_of)
+
+
+def _raw_text(value: Any) -> bytes:
+    """An event json.loads read, as its text again (the same value; NaN stays NaN)."""
+    return json.dumps(value, ensure_ascii=False).encode()
+
+
+RAW_EVENTS = Layout(msgspec.json.Decoder(list[msgspec.Raw]) if msgspec is not None else None, _raw_text)
+
+
 def args_dict(args: Any, keys: tuple[tuple[str, str], ...] = ARG_KEYS) -> Any:
     """A record's args as the dict of those of `keys` it has (what code written for event dicts reads)."""
     if type(args) is not RecordArgs:
@@ -181,15 +203,17 @@ class TraceSource:
     Everything else at the top level (deviceProperties, traceName, ...) is small and lands in `meta`.
     """
 
-    def __init__(self, text: io.TextIOBase, path: Path, records: bool = False):
+    def __init__(self, text: io.TextIOBase, path: Path, layout: Layout = DICTS):
         self.text = text
-        self.records = records  # yield Records (the reader), not dicts (a script that reads other fields)
+        self.layout = layout  # what each event becomes: RECORDS for the reader, DICTS for a script's own reading
         self.path = path
         self.buf = ""
         self.pos = 0
         self.eof = False
         self.consumed = 0  # characters dropped from the front of `buf`, for error positions
         self.meta: dict[str, Any] = {}
+        # how many of the top-level keys in `meta` came before traceEvents (None: the file is the array alone)
+        self.keys_before_events: int | None = None
         self.decoder = json.JSONDecoder()
         self.batching = True  # False until the next chunk, after a cut that was not between two events
 
@@ -225,6 +249,7 @@ class TraceSource:
                 if self._peek() != "[":
                     raise UsageError(f"{self.path}: traceEvents is not a list: not a Chrome trace")
                 seen_events = True
+                self.keys_before_events = len(self.meta)
                 yield from self._array()
             else:
                 self.meta[key] = self._value()
@@ -259,7 +284,7 @@ class TraceSource:
                 if events is None and len(self.buf) - self.pos < MAX_EVENT_CHARS and self._more():
                     continue  # the event that straddles two chunks: whole with the next one, and batched with it
             value = self._value()
-            yield [record_of(value) if self.records else value]
+            yield [value if self.layout.of is None else self.layout.of(value)]
             ch = self._peek()
             if ch == ",":
                 self.pos += 1
@@ -301,17 +326,19 @@ class TraceSource:
         return None
 
     def _decode(self, text: str) -> list | None:
-        """A list of events: records where msgspec takes the text, else json.loads's dicts; None if not JSON."""
-        if self.records and _RECORDS is not None:
+        """A list of events as the layout has them: msgspec's where it takes the text, else made of json.loads's values;
+        None if not JSON."""
+        decoder, of = self.layout.decoder, self.layout.of
+        if decoder is not None:
             try:
-                return _RECORDS.decode(text)
+                return decoder.decode(text)
             except _DECODE_ERRORS:
                 pass  # read as before: json.loads takes NaN, numbers past a float's range, any kind of field
         try:
             events = json.loads(text)
         except (json.JSONDecodeError, RecursionError):
             return None
-        return [record_of(event) for event in events] if self.records else events
+        return events if of is None else [of(event) for event in events]
 
     def _more(self) -> bool:
         if self.eof:

@@ -33,7 +33,7 @@ SAMPLES = [
 def read_as_dicts(path: Path, monkeypatch) -> dict:
     """The trace read with every chunk through json.loads and record_of, as without msgspec."""
     with monkeypatch.context() as patch:
-        patch.setattr(source, "_RECORDS", None)
+        patch.setattr(source.RECORDS, "decoder", None)
         return trace_to_dict(read_trace(path))
 
 

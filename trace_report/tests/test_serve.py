@@ -17,6 +17,7 @@ import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from trace_report.tests.support import FIXTURES, PACKAGE_PARENT, as_from_a_terminal, run_report
@@ -298,23 +299,25 @@ def test_a_served_copy_moves_only_what_crosses_and_reads_past_times_that_are_no_
     assert math.isnan(by_name["no time"]["ts"]) and math.isinf(by_name["endless"]["dur"])
 
 
-def test_a_trace_past_the_rewrite_limit_is_served_as_it_is_and_said_so(tmp_path):
-    # JSON padded past 256 MB with whitespace: too large for the copy Perfetto would draw whole, made in memory
-    from trace_report.overlaps import REWRITE_LIMIT
-
+def test_a_large_plain_json_trace_is_checked_and_served_as_a_gzipped_copy(tmp_path):
+    # The compiled MLP's 12 crossing boxes, as plain JSON padded with whitespace past 256 MB: once too large to be
+    # checked (the copy was made of the whole parsed JSON); now read as a stream, at any size.
     trace = tmp_path / "large trace.json"
-    text = json.dumps(json.loads(gzip.decompress(TRACE.read_bytes()))).encode()
+    text = json.dumps(json.loads(gzip.decompress(COMPILED.read_bytes()))).encode()
     with open(trace, "wb") as out:
         out.write(text)
-        left = REWRITE_LIMIT + 1 - len(text)
+        left = (256 << 20) + 1 - len(text)
         while left > 0:
             out.write(b" " * min(left, 1 << 24))
             left -= 1 << 24
     server = Served(trace)
     try:
-        said = "\n".join(server.out)
+        response = server.get(f"/{quote(trace.name)}", headers={"Host": f"127.0.0.1:{server.port}"})
+        assert response.status == 200 and response.getheader("Content-Type") == "application/gzip"
+        served = json.loads(gzip.decompress(response.body))
     finally:
-        rc, _, err = server.stop()
-    assert rc == 0 and err == "", err
-    assert "past 256 MB of JSON: served as it is, unchecked for events Perfetto does not draw" in said, said
-    assert f"trace-report '{trace}' counts them" in said, said
+        rc, said, err = server.stop()
+    assert rc == 0, err
+    assert err == "reading 268.4 MB for events Perfetto would not draw\n", err
+    assert "12 events of it start inside another on their track" in said, said
+    assert _dropped(served) == {} and len(served["traceEvents"]) == len(json.loads(text)["traceEvents"]) + 2
