@@ -172,10 +172,11 @@ def record_of(event: Any) -> Any:
 
 class Layout:
     """What each event of the array becomes: a chunk's whole events through `decoder` (msgspec's, of a list of them),
-    where msgspec is installed and takes the text; else each value `json.loads` made through `of` (None: as it is)."""
+    where msgspec is installed and takes the text; else each value `json.loads` made through `of` (None: as it is).
+    `text`: an event read alone (the array's last, one across a bad cut) is handed on as its own text, in bytes."""
 
-    def __init__(self, decoder: Any, of: Callable[[Any], Any] | None):
-        self.decoder, self.of = decoder, of
+    def __init__(self, decoder: Any, of: Callable[[Any], Any] | None, text: bool = False):
+        self.decoder, self.of, self.text = decoder, of, text
 
 
 DICTS = Layout(None, None)
@@ -187,7 +188,7 @@ def _raw_text(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False).encode()
 
 
-RAW_EVENTS = Layout(msgspec.json.Decoder(list[msgspec.Raw]) if msgspec is not None else None, _raw_text)
+RAW_EVENTS = Layout(msgspec.json.Decoder(list[msgspec.Raw]) if msgspec is not None else None, _raw_text, text=True)
 
 
 def args_dict(args: Any, keys: tuple[tuple[str, str], ...] = ARG_KEYS) -> Any:
@@ -216,6 +217,7 @@ class TraceSource:
         self.keys_before_events: int | None = None
         self.decoder = json.JSONDecoder()
         self.batching = True  # False until the next chunk, after a cut that was not between two events
+        self.value_start = 0  # where the last value read alone began in `buf`
 
     def events(self) -> Iterator[Any]:
         """The events one at a time."""
@@ -284,7 +286,11 @@ class TraceSource:
                 if events is None and len(self.buf) - self.pos < MAX_EVENT_CHARS and self._more():
                     continue  # the event that straddles two chunks: whole with the next one, and batched with it
             value = self._value()
-            yield [value if self.layout.of is None else self.layout.of(value)]
+            if self.layout.text:
+                value = self.buf[self.value_start : self.pos].encode()
+            elif self.layout.of is not None:
+                value = self.layout.of(value)
+            yield [value]
             ch = self._peek()
             if ch == ",":
                 self.pos += 1
@@ -396,6 +402,7 @@ class TraceSource:
                 self._malformed("arrays or objects nested too deeply for a trace")
             if end == len(self.buf) and self._more():  # a number cut at the chunk's end: read on
                 continue
+            self.value_start = self.pos  # where it began: reading on kept the buffer from there
             self.pos = end
             return value
 
