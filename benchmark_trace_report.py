@@ -18,7 +18,8 @@ one (4 ranks; it needs a core per trace, the wall time of 4 parses on 2 cores is
 `--large SOURCE`: traces of real size built from a real one (`grow_trace`: its steps repeated, times shifted, ids,
 correlations and step numbers renumbered, under --scratch, never in the checkout), at each of `--sizes` MB (100 and
 1000 by default), timed as whole processes against `json.loads` of the same file in the same rounds: trace-report
---json on the JSON and on its .json.gz, with each process's peak memory (wait4's ru_maxrss). Goals: at least
+--json on the JSON and on its .json.gz, and the read's floor (`decoding alone`: imports and msgspec's records,
+nothing kept), with each process's peak memory (wait4's ru_maxrss). Goals: at least
 GOAL_LARGE_RATIO× the speed of json.loads, a peak below GOAL_LARGE_RSS× the file, the .json.gz at most
 GOAL_GZIP_RATIO× its JSON's time. With `--rank_count N`, also N ranks of one run (`<source>_<mb>MB_rank<r>.json`, the
 shifts a rank's own) of the smallest size, read together against one of them. With `--hta`, HTA's breakdowns of the

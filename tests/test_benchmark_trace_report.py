@@ -104,6 +104,11 @@ def test_large_builds_traces_and_a_rank_set_and_weighs_each_command_by_what_it_r
     assert all("No module named 'hta'" in row["failed"] for row in hta.values()), hta
     assert hta["HTA, 3 ranks"]["json_mb"] == pytest.approx(rows["trace-report, 3 ranks"]["json_mb"])
     assert not any(row["failed"] for row in rows.values()), rows
+    # the read's floor, beside json.loads in the speed goal's line
+    speed = next(line for line in json.loads((out / "trace_report_large.json").read_text())["lines"]
+                 if "json.loads's speed" in line)
+    floor = rows["json.loads"]["median_s"] / rows["decoding alone"]["median_s"]
+    assert f"decoding alone, nothing kept: {floor:.2f}×" in speed, speed
     one, every = rows["trace-report --json, rank 0"], rows["trace-report, 3 ranks"]
     assert every["json_mb"] == pytest.approx(3 * one["json_mb"], rel=0.01)  # the set's MB, not its first file's
     assert every["mb_per_s"] == pytest.approx(every["json_mb"] / every["median_s"])
