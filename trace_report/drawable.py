@@ -35,7 +35,7 @@ from trace_report.source import RAW_EVENTS, UNSET, Layout, TraceSource, msgspec,
 GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 MOVED_LEVELS = 8  # tracks beside one at most: events that still cross on the 8th stay there (none seen)
 _SCALAR = (int, float, str)
-_HALF = 1 << 63  # a time in ns, offset by this, fits 64 bits
+_HALF = 1 << 63  # a time in ns (64 bits, signed) offset by this: 0 to 2**64, 65 bits
 _POSITIONS = (1 << 32) - 1  # the bits of an event's place on its track, in a packed sort key
 
 # --- what the first pass reads of each event --------------------------------------------------------------------
@@ -155,8 +155,8 @@ def _scan(path: Path) -> _Scan:
                 track = tracks.get((pid, tid))
                 if track is None:
                     track = tracks[(pid, tid)] = _Track()
-                start = ts * 1000 if type(ts) is int else perfetto_ns(ts)
-                track.add(number - 1, start, start + (dur * 1000 if type(dur) is int else perfetto_ns(dur)))
+                start = ts * 1000 if type(ts) is int else _perfetto_ns(ts)
+                track.add(number - 1, start, start + (dur * 1000 if type(dur) is int else _perfetto_ns(dur)))
                 cat = event.cat
                 gpu = gpu_cats.get(cat) if type(cat) is str else None
                 if gpu is None:
@@ -229,7 +229,7 @@ def _clip(pid: Any, tid: Any, track: _Track, edits: dict[int, dict]) -> Overlaps
         if item.dur != recorded:
             new = round(item.dur, 3)
             edits.setdefault(track.numbers[item.place], {})["dur"] = new
-            track.ends[item.place] = track.starts[item.place] + perfetto_ns(new)
+            track.ends[item.place] = track.starts[item.place] + _perfetto_ns(new)
     return found
 
 
@@ -261,7 +261,7 @@ def _in_start_order(starts: Any, ends: Any) -> list[int]:
     Sorted as one packed int each (52 bytes an event, against 150 for a tuple), else as tuples."""
     n = len(starts)
     if type(starts) is array and n <= _POSITIONS:
-        keys = sorted(((s + _HALF) << 96) | ((_HALF - e) << 32) | i for i, s, e in zip(range(n), starts, ends))
+        keys = sorted(((s + _HALF) << 97) | ((_HALF - e) << 32) | i for i, s, e in zip(range(n), starts, ends))
         return [key & _POSITIONS for key in keys]
     return [i for _, _, i in sorted(zip(starts, (-e for e in ends), range(n)))]
 
@@ -326,7 +326,7 @@ def drawable_copy(path: Path) -> tuple[bytes | None, Overlaps, int]:
     return _write(path, scan, plan), plan.found, plan.moved
 
 
-def perfetto_ns(value: float | int) -> int:
+def _perfetto_ns(value: float | int) -> int:
     """A time in µs as Perfetto's JSON importer turns it into ns: an integer times 1000, a number with a fraction
     times 1000.0 and rounded half away from zero (llround; json_trace_tokenizer's CoerceToTs). Compared in these
     ns, the moved events are exactly those the page would drop, with a float's rounding where Perfetto has it."""

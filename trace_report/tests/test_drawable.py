@@ -69,3 +69,14 @@ def test_a_trace_perfetto_draws_whole_is_no_copy(tmp_path):
     path = tmp_path / "trace.json"
     path.write_text(json.dumps({"traceEvents": CROSSING[:1] + CROSSING[2:]}))
     assert drawable.drawable_copy(path)[0] is None
+
+
+def test_times_past_64_bits_of_ns_still_move_what_crosses(tmp_path):
+    # no profiler's times, but JSON: the track's times are kept as Python ints instead of 64-bit arrays
+    far = 2**62
+    events = [{"ph": "X", "cat": "cpu_op", "name": "near", "pid": 1, "tid": 1, "ts": 1, "dur": 1},
+              {"ph": "X", "cat": "cpu_op", "name": "parent", "pid": 1, "tid": 1, "ts": far, "dur": 10},
+              {"ph": "X", "cat": "cpu_op", "name": "crosses", "pid": 1, "tid": 1, "ts": far + 5, "dur": 10}]
+    copy, moved = _copy(tmp_path, json.dumps({"traceEvents": events}))
+    tids = {e["name"]: e["tid"] for e in json.loads(copy)["traceEvents"] if e["ph"] == "X"}
+    assert moved == 1 and tids == {"near": 1, "parent": 1, "crosses": 2}
