@@ -2,15 +2,22 @@
 
 rich's own Console exits 1 on a broken pipe; scripts with `set -o pipefail` would read that as a failure. Ours
 stops printing and lets `trace_report.errors.exits_cleanly` end the command with exit 0.
+
+A long read shows its progress on a terminal (`read_progress`): a bar on stderr that goes when the read ends.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from rich.console import Console as RichConsole
 from rich.markup import escape
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 
@@ -18,6 +25,52 @@ class Console(RichConsole):
     def on_broken_pipe(self) -> None:
         self.quiet = True
         raise BrokenPipeError
+
+
+# Traces this large in all (about 2 s and more of reading on a slow core) show their progress on a terminal.
+PROGRESS_BYTES = 64 << 20
+PROGRESS_EVERY_S = 0.1  # the bar is redrawn at most this often, by the reading thread: no thread of its own
+
+
+@contextmanager
+def read_progress(paths: Iterable[str | Path]) -> Iterator[Callable[[str | Path], Callable[[int, int], None] | None]]:
+    """Yields `track(name)`: what `read_trace(path, progress=...)` takes to draw that trace's read on stderr (`name`
+    one of `paths`), or `read_ranks`'s of all of them (`name` a label, "64 ranks"); else None. A bar for each, only
+    when stderr is a terminal and the traces hold PROGRESS_BYTES or more in all: a pipe, a log or a short read gets
+    nothing. The bars go when the reads end, before the report prints. No thread draws them (a thread would keep
+    read_ranks from forking its workers): each is redrawn as its reader tells it, at most every PROGRESS_EVERY_S."""
+    sizes: dict[str, int] = {}
+    for path in paths:
+        try:
+            sizes[str(path)] = Path(path).stat().st_size
+        except OSError:  # the read says what is wrong with it
+            sizes[str(path)] = 0
+    if not (_is_terminal(sys.stderr) and sum(sizes.values()) >= PROGRESS_BYTES):
+        yield lambda path: None
+        return
+    progress = Progress(TextColumn("reading {task.description}"), BarColumn(), DownloadColumn(), TimeElapsedColumn(),
+                        console=Console(file=sys.stderr, highlight=False), transient=True, auto_refresh=False)
+
+    def track(name: str | Path) -> Callable[[int, int], None]:
+        task = progress.add_task(escape(Path(name).name), total=sizes.get(str(name), sum(sizes.values())) or None)
+        drawn = [0.0]
+
+        def update(done: int, total: int) -> None:
+            now = time.monotonic()
+            if now - drawn[0] >= PROGRESS_EVERY_S or done >= total:
+                drawn[0] = now
+                progress.update(task, completed=done, total=total or None, refresh=True)
+        return update
+
+    with progress:
+        yield track
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # replaced by an object that is no file, or closed
+        return False
 
 
 def name_width(names: Iterable[str], room: int) -> int:

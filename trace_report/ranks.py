@@ -25,7 +25,7 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from rich import box
 from rich.markup import escape
@@ -116,7 +116,7 @@ def lowest_ranks(paths: Sequence[str | Path], n: int) -> list[str | Path]:
 
 def read_ranks(paths: Sequence[str | Path], *, parallel: bool | None = None, keep_traces: bool = False,
                jobs: int | None = None, executor: concurrent.futures.Executor | None = None,
-               skip_bad: bool = False) -> list[RankTrace]:
+               skip_bad: bool = False, progress: Callable[[int, int], None] | None = None) -> list[RankTrace]:
     """Read each rank's trace; the rank comes from the trace's own `distributedInfo`, else from `_rank<r>` in its
     name, else from its place on the command line. Sorted by rank; the same rank twice is an error (one line).
 
@@ -125,16 +125,19 @@ def read_ranks(paths: Sequence[str | Path], *, parallel: bool | None = None, kee
     by `executor`, any concurrent.futures.Executor (a process pool, a cluster's); one after the other when `parallel`
     is False, `keep_traces` asks for the parsed traces, or processes cannot start (a sandbox, no semaphores). A trace
     that cannot be read stops the run with one line that names it, unless `skip_bad`: then the others are read, and
-    each one skipped is a note on stderr."""
+    each one skipped is a note on stderr. `progress`, when given, is called as each trace is read, with the bytes of
+    the traces read so far and of all of them (console.read_progress)."""
     todo = [(i, path, keep_traces) for i, path in enumerate(paths)]
     workers = min(len(todo), jobs if jobs is not None else os.cpu_count() or 1)
+    read = _Tally(paths, progress)
     results: list[RankTrace | str] | None = None
     if executor is not None and not keep_traces:
-        results = list(executor.map(_read_rank_or_why, todo))
+        results = [read(k, result) for k, result in enumerate(executor.map(_read_rank_or_why, todo))]
     elif (parallel if parallel is not None else True) and workers > 1 and not keep_traces:
-        results = _read_in_processes(todo, workers)
+        results = _read_in_processes(todo, workers, read)
     if results is None:
-        results = [_read_rank_or_why(job) for job in todo]
+        read.done = 0  # from the start again, where the pool could not start or broke
+        results = [read(k, _read_rank_or_why(job)) for k, job in enumerate(todo)]
     ranks = [r for r in results if isinstance(r, RankTrace)]
     bad = [why for why in results if isinstance(why, str)]
     if bad and not skip_bad:
@@ -149,6 +152,29 @@ def read_ranks(paths: Sequence[str | Path], *, parallel: bool | None = None, kee
     if twice := [rank for rank, n in seen.items() if n > 1]:
         raise UsageError(f"rank {twice[0]} comes twice among the traces: give each rank's trace once")
     return sorted(ranks, key=lambda r: r.rank)
+
+
+class _Tally:
+    """The bytes of the traces read so far, told to `progress` as each one is read (its result passed through)."""
+
+    def __init__(self, paths: Sequence[str | Path], progress: Callable[[int, int], None] | None):
+        self.progress = progress
+        self.sizes = [_size(path) for path in paths] if progress is not None else []
+        self.total = sum(self.sizes)
+        self.done = 0
+
+    def __call__(self, k: int, result: RankTrace | str) -> RankTrace | str:
+        if self.progress is not None:
+            self.done += self.sizes[k]
+            self.progress(self.done, self.total)
+        return result
+
+
+def _size(path: str | Path) -> int:
+    try:
+        return Path(path).stat().st_size
+    except OSError:  # its read says what is wrong with it
+        return 0
 
 
 def _read_rank_or_why(job: tuple[int, str | Path, bool]) -> RankTrace | str:
@@ -175,7 +201,7 @@ def _read_rank(job: tuple[int, str | Path, bool]) -> RankTrace:
     return RankTrace(rank, comm, figures, host, trace if keep else None)
 
 
-def _read_in_processes(todo: list, workers: int) -> list[RankTrace | str] | None:
+def _read_in_processes(todo: list, workers: int, read: _Tally) -> list[RankTrace | str] | None:
     """The traces read `workers` at a time: this process reads one as the pool's `workers - 1` processes read
     others, each taking the next trace as it finishes (a trace whole per task: what comes back is its figures).
     None where processes cannot start or die (the caller reads them all here then). Ctrl-C reaches the workers too
@@ -212,11 +238,12 @@ def _read_in_processes(todo: list, workers: int) -> list[RankTrace | str] | None
                 running[pool.submit(_read_rank_or_why, todo[k])] = k
             if queue:
                 k = queue.pop(0)
-                results[k] = _read_rank_or_why(todo[k])
+                results[k] = read(k, _read_rank_or_why(todo[k]))
             done, _ = concurrent.futures.wait(running, timeout=0 if queue else None,
                                               return_when=concurrent.futures.FIRST_COMPLETED)
             for future in done:
-                results[running.pop(future)] = future.result()
+                k = running.pop(future)
+                results[k] = read(k, future.result())
         finished = True
         return results  # type: ignore[return-value]
     except (OSError, concurrent.futures.process.BrokenProcessPool):

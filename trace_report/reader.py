@@ -36,7 +36,7 @@ import zlib
 from collections import Counter, defaultdict
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from trace_report.errors import UsageError, first_line
 from trace_report.device import gpu_label
@@ -48,8 +48,8 @@ from trace_report import nesting
 from trace_report.overlaps import clip_stream_overlaps, other_spans
 from trace_report.python_frames import user_line
 from trace_report.timeline import devices_note
-from trace_report.source import (ARG_KEYS, RAW, RECORDS, UNSET, Record, RecordArgs, TraceSource, args_dict, open_text,
-                                 raw_value)
+from trace_report.source import (ARG_KEYS, RAW, RECORDS, UNSET, Record, RecordArgs, TraceSource, args_dict,
+                                 bytes_read, open_text, raw_value)
 
 GPU_KINDS = {
     "kernel": "kernel",
@@ -92,8 +92,9 @@ _HOST_CATS = {"trace", "cuda_sync", "gpu_user_annotation", "fwdbwd", "python_fun
 _INSTANCE = re.compile(r"_\d+$")  # `nn.Module: Linear_3`: torch numbers a type's instances; the type is `Linear`
 
 
-def read_trace(path: str | Path) -> Trace:
-    """Read a torch.profiler Chrome trace (.json or .json.gz); bad input raises UsageError, one line."""
+def read_trace(path: str | Path, progress: Callable[[int, int], None] | None = None) -> Trace:
+    """Read a torch.profiler Chrome trace (.json or .json.gz); bad input raises UsageError, one line. `progress`, when
+    given, is called as the file is read with the bytes read so far and the file's size (console.read_progress)."""
     path = Path(path)
     collector = _Collector(path)
     # Reading makes a few objects per event and frees none: Python's cyclic collector would walk all that were kept,
@@ -101,21 +102,24 @@ def read_trace(path: str | Path) -> Trace:
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _read(path, collector)
+        return _read(path, collector, progress)
     finally:
         if collecting:
             gc.enable()
 
 
-def _read(path: Path, collector: _Collector) -> Trace:
+def _read(path: Path, collector: _Collector, progress: Callable[[int, int], None] | None) -> Trace:
     with open_text(path) as text:
         source = TraceSource(text, path, RECORDS)
         add = collector.add
+        size = path.stat().st_size if progress is not None else 0
         try:
             for batch in source.batches():
                 collector.events += len(batch)
                 for event in batch:
                     add(event)
+                if progress is not None:
+                    progress(bytes_read(text), size)
         except (EOFError, zlib.error, gzip.BadGzipFile) as err:
             raise UsageError(f"{path}: the gzip stream is cut short or corrupt ({err})") from None
         except UnicodeDecodeError:

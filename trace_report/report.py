@@ -39,7 +39,7 @@ from typing import Sequence
 from rich.markup import escape
 
 from trace_report.cli import ArgumentParser, count_or_zero, positive_int
-from trace_report.console import Console
+from trace_report.console import Console, read_progress
 from trace_report.errors import CannotRunHere, UsageError, exits_cleanly, note
 from trace_report.export import LazyRows
 from trace_report.files import writable_file
@@ -178,8 +178,9 @@ def _main(argv: Sequence[str] | None) -> int:
     # --- end communication ---
     if args.fail_slower is not None and not args.other:
         parser.error("--fail_slower PCT gates the diff of two traces: give the base trace and the new one")
-    first = read_trace(args.trace)
-    second = read_trace(args.other) if args.other else None
+    with read_progress(paths) as progress:  # a bar on a terminal for a long read, gone before the report
+        first = read_trace(args.trace, progress(args.trace))
+        second = read_trace(args.other, progress(args.other)) if args.other else None
     # The traces' objects live as long as this process: kept out of the cyclic GC's later passes, which would walk
     # them all again while the analyses allocate (0.1-0.25 s of CPU on a 54 MB trace of 216k events, 2 cores).
     gc.freeze()
@@ -245,7 +246,9 @@ def _ranks_main(paths: list[str], args) -> int:
     per rank each collective with its bucket or unit (attribution.py). The traces are read --jobs at a time."""
     if len(paths) < 2:
         raise UsageError("--ranks reads two traces or more, one per rank of the same run")
-    ranks = rank_traces.read_ranks(paths, keep_traces=args.json, jobs=args.jobs, skip_bad=args.skip_bad)
+    with read_progress(paths) as progress:  # one bar for the run's traces, by the bytes of those read
+        ranks = rank_traces.read_ranks(paths, keep_traces=args.json, jobs=args.jobs, skip_bad=args.skip_bad,
+                                       progress=progress(f"{len(paths)} ranks"))
     if args.json:
         lag = rank_traces.skew(ranks)
         slow = rank_traces.straggler(ranks, lag)

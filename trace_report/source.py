@@ -75,6 +75,12 @@ def open_text(path: Path) -> Iterator[io.TextIOBase]:
         yield io.TextIOWrapper(binary, encoding="utf-8-sig")  # -sig: a byte-order mark is not JSON
 
 
+def bytes_read(text: io.TextIOBase) -> int:
+    """How far into the file on disk reading has got (into the gzip's own bytes for a .json.gz): a read's progress."""
+    binary = text.buffer  # type: ignore[attr-defined]
+    return getattr(binary, "fileobj", binary).tell()
+
+
 UNSET: Any = msgspec.UNSET if msgspec is not None else type("Unset", (), {"__repr__": lambda self: "UNSET"})()
 
 # The keys of `args` the reader reads, as (attribute, key): absent ones stay UNSET (the correlation None), so that

@@ -1,0 +1,80 @@
+"""A long read shows how far it has got, on a terminal only: the reader and read_ranks tell the bytes read, and
+`trace-report` draws a bar on stderr that goes before the report prints."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import pty
+import subprocess
+import sys
+
+from trace_report.console import PROGRESS_BYTES
+from trace_report.ranks import read_ranks
+from trace_report.reader import read_trace
+from trace_report.tests.support import FIXTURES, H200_EAGER, PACKAGE_PARENT, run_report
+
+RANKS = [FIXTURES / "h100x2" / f"64_128_768_3072_tp2_overlap4_eager_rank{r}.json.gz" for r in (0, 1)]
+
+
+def _told(path_or_paths, read) -> list[tuple[int, int]]:
+    calls: list[tuple[int, int]] = []
+    read(path_or_paths, progress=lambda done, total: calls.append((done, total)))
+    return calls
+
+
+def test_the_reader_tells_the_bytes_read_up_to_the_whole_file(tmp_path):
+    plain = tmp_path / "eager.json"
+    plain.write_bytes(gzip.decompress(H200_EAGER.read_bytes()))
+    for path in (H200_EAGER, plain):  # a .json.gz counts its own bytes, not the JSON's
+        calls = _told(path, read_trace)
+        size = path.stat().st_size
+        assert calls and all(total == size for _, total in calls), calls
+        done = [d for d, _ in calls]
+        assert done == sorted(done) and done[-1] == size and done[0] > 0
+
+
+def test_read_ranks_tells_the_bytes_of_the_traces_read(tmp_path):
+    sizes = [path.stat().st_size for path in RANKS]
+    for parallel in (False, True):  # one after the other, and in the pool of processes
+        calls = _told(RANKS, lambda paths, progress: read_ranks(paths, parallel=parallel, jobs=2, progress=progress))
+        assert len(calls) == 2 and all(total == sum(sizes) for _, total in calls), calls
+        assert calls[-1][0] == sum(sizes) and calls[0][0] in sizes
+
+
+def _padded(tmp_path):
+    """The eager MLP's trace as JSON, whitespace after it up to PROGRESS_BYTES: a read long enough for a bar."""
+    path = tmp_path / "padded trace.json"
+    text = gzip.decompress(H200_EAGER.read_bytes())
+    path.write_bytes(text + b" " * (PROGRESS_BYTES - len(text)))
+    return path
+
+
+def test_a_long_read_draws_a_bar_on_a_terminal_that_goes_before_the_report(tmp_path):
+    path = _padded(tmp_path)
+    main, terminal = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "trace_report.report", str(path)], cwd=PACKAGE_PARENT,
+                            env={**os.environ, "COLUMNS": "160"}, stdout=subprocess.PIPE, stderr=terminal)
+    os.close(terminal)
+    drawn = b""
+    while True:
+        try:
+            chunk = os.read(main, 1 << 16)
+        except OSError:  # the terminal closed with the process
+            break
+        if not chunk:
+            break
+        drawn += chunk
+    out = proc.stdout.read().decode()
+    assert proc.wait(timeout=120) == 0
+    os.close(main)
+    assert b"reading padded trace.json" in drawn and b"/67.1 MB" in drawn, drawn[:300]
+    assert drawn.endswith(b"\x1b[2K"), drawn[-40:]  # the bar's line cleared: nothing of it stays on the screen
+    assert out == run_report(path).stdout  # the report is the same without a terminal
+
+
+def test_a_pipe_or_a_short_read_gets_no_bar(tmp_path):
+    long = run_report(_padded(tmp_path))
+    assert long.returncode == 0 and long.stderr == ""
+    ranks = run_report(*RANKS)
+    assert ranks.returncode == 0 and ranks.stderr == ""
