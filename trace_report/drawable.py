@@ -26,15 +26,16 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from math import isfinite, trunc
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from trace_report.model import Overlaps
 from trace_report.overlaps import clip_stream_overlaps, dropped
-from trace_report.source import RAW_EVENTS, UNSET, Layout, TraceSource, msgspec, open_text
+from trace_report.source import RAW_EVENTS, UNSET, Layout, TraceSource, bytes_read, msgspec, open_text
 
 GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 MOVED_LEVELS = 8  # tracks beside one at most: events that still cross on the 8th stay there (none seen)
 _SCALAR = (int, float, str)
+Progress = Callable[[int, int], None] | None  # told the bytes read of the file, and its size, as each pass reads
 _HALF = 1 << 63  # a time in ns (64 bits, signed) offset by this: 0 to 2**64, 65 bits
 _POSITIONS = (1 << 32) - 1  # the bits of an event's place on its track, in a packed sort key
 
@@ -117,7 +118,7 @@ class _Scan:
     keys_before_events: int | None = None
 
 
-def _scan(path: Path) -> _Scan:
+def _scan(path: Path, progress: Progress) -> _Scan:
     found = _Scan()
     tracks, names, order = found.tracks, found.names, found.order
     lanes: set[tuple] = set()  # the tracks of events of other phases: their integer tids are taken too
@@ -125,7 +126,10 @@ def _scan(path: Path) -> _Scan:
     number = 0
     with open_text(path) as text:
         source = TraceSource(text, path, _SCAN)
+        size = path.stat().st_size
         for batch in source.batches():
+            if progress is not None:
+                progress(bytes_read(text), size)
             for event in batch:
                 number += 1
                 if type(event) is not _Event:
@@ -269,7 +273,7 @@ def _in_start_order(starts: Any, ends: Any) -> list[int]:
 # --- the copy --------------------------------------------------------------------------------------------------
 
 
-def _write(path: Path, scan: _Scan, plan: Plan) -> bytes:
+def _write(path: Path, scan: _Scan, plan: Plan, progress: Progress) -> bytes:
     """The trace with the plan's changes, gzipped: the top-level keys around traceEvents as they came, each event as
     it was written unless the plan changes it, the plan's tracks after the last."""
     gzip = zlib.compressobj(1, zlib.DEFLATED, 31)  # 31: a gzip header; level 1, 240 MB/s of trace JSON
@@ -286,7 +290,10 @@ def _write(path: Path, scan: _Scan, plan: Plan) -> bytes:
     number = 0
     separator = b""
     with open_text(path) as text:
+        size = path.stat().st_size
         for batch in TraceSource(text, path, RAW_EVENTS).batches():
+            if progress is not None:
+                progress(bytes_read(text), size)
             end = number + len(batch)
             while at < len(edits) and edits[at][0] < end:
                 changed, fields = edits[at]
@@ -315,15 +322,15 @@ def _member(key: str, value: Any) -> bytes:
     return _dumps(key) + b":" + _dumps(value)
 
 
-def drawable_copy(path: Path) -> tuple[bytes | None, Overlaps, int]:
+def drawable_copy(path: Path, track: Callable[[str], Progress] | None = None) -> tuple[bytes | None, Overlaps, int]:
     """The trace as Perfetto draws it whole, gzipped, where it has events Perfetto would drop; None (serve the file)
     where it has none. With it, what the GPU streams' clipping found and how many events moved. Bad input raises
-    UsageError, as the reader's does."""
-    scan = _scan(path)
+    UsageError, as the reader's does. `track(name)`: each pass's progress callable, or None (console.read_progress)."""
+    scan = _scan(path, track(str(path)) if track is not None else None)
     plan = _plan(scan)
     if not (plan.found.undrawn or plan.moved):
         return None, plan.found, plan.moved
-    return _write(path, scan, plan), plan.found, plan.moved
+    return _write(path, scan, plan, track(f"{path.name}'s copy") if track is not None else None), plan.found, plan.moved
 
 
 def _perfetto_ns(value: float | int) -> int:

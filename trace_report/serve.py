@@ -44,6 +44,7 @@ import zlib
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
+from trace_report.console import read_progress
 from trace_report.drawable import drawable_copy
 from trace_report.errors import UsageError
 from trace_report.model import Overlaps
@@ -216,7 +217,8 @@ def _drawable_copy(path: Path) -> tuple[bytes | None, Overlaps, int]:
         size = path.stat().st_size
         if size > NOTED_SIZE:  # about 100 MB/s of JSON on a slow core, twice where a copy is made
             print(f"reading {_size(size)} for events Perfetto would not draw", file=sys.stderr, flush=True)
-        return drawable_copy(path)
+        with read_progress([path]) as track:  # on a terminal, a bar for each pass over a long trace
+            return drawable_copy(path, track)
     except (UsageError, OSError, EOFError, zlib.error):  # a gzip stream cut short or corrupt: the page says so too
         return None, Overlaps(), 0
 
