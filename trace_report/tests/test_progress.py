@@ -78,3 +78,21 @@ def test_a_pipe_or_a_short_read_gets_no_bar(tmp_path):
     assert long.returncode == 0 and long.stderr == ""
     ranks = run_report(*RANKS)
     assert ranks.returncode == 0 and ranks.stderr == ""
+
+
+def test_the_copy_open_serves_tells_both_its_passes(tmp_path):
+    from trace_report.drawable import drawable_copy
+
+    trace = tmp_path / "compiled.json.gz"
+    trace.write_bytes((FIXTURES / "world" / "h100_mlp_max_autotune_suite.json.gz").read_bytes())
+    told: dict[str, list[tuple[int, int]]] = {}
+
+    def track(name: str):
+        calls = told.setdefault(name, [])
+        return lambda done, total: calls.append((done, total))
+
+    body, _, moved = drawable_copy(trace, track)
+    assert body is not None and moved == 12  # its crossing boxes: a copy is written, so both passes run
+    size = trace.stat().st_size
+    assert list(told) == [str(trace), "compiled.json.gz's copy"]
+    assert all(calls and calls[-1] == (size, size) for calls in told.values()), told
