@@ -100,7 +100,8 @@ class _Track:
             self.starts.append(start)
             self.ends.append(end)
         except OverflowError:  # no profiler's times: this track's times as Python ints from here on
-            self.starts, self.ends = list(self.starts)[: len(self.numbers) - 1], list(self.ends)[: len(self.numbers) - 1]
+            kept = len(self.numbers) - 1  # the times before this event's (its start may be in, its end not)
+            self.starts, self.ends = list(self.starts)[:kept], list(self.ends)[:kept]
             self.starts.append(start)
             self.ends.append(end)
 

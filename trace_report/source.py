@@ -11,9 +11,10 @@ per event: the 109k events (26 MB) of a public A100 trace parsed in 0.33-0.46 s 
 cores, the cyclic GC off as the reader has it). Bad input (no such file, not gzip, not JSON, not a Chrome trace)
 raises `UsageError` with one line that says where.
 
-What each event becomes is the caller's `Layout`. The reader asks for `RECORDS`: each chunk is decoded by msgspec into `Record`s,
-typed structs of the few fields the reader uses (`name`, `ph`, `cat`, `ts`, `dur`, `pid`, `tid`, `id`, and of `args`
-only the keys it reads, `RecordArgs`): every other key is skipped without building a Python object. Building
+What each event becomes is the caller's `Layout`. The reader asks for `RECORDS`: each chunk is decoded by msgspec
+into `Record`s, typed structs of the few fields the reader uses (`name`, `ph`, `cat`, `ts`, `dur`, `pid`, `tid`, `id`,
+and of `args` only the keys it reads, `RecordArgs`): every other key is skipped without building a Python object.
+Building
 Python dicts is what the time went on: the 143 MB of a Mamba trace's events (407k) decode in 0.47 s to records,
 2.2 s to dicts with `json.loads` or orjson (0.84 s with msgspec's own dicts), best of 2 on this project's 2-core
 machine; docs/trace-report.md says more. A chunk msgspec refuses (NaN, a number past a float's range, a field of an
