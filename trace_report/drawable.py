@@ -154,7 +154,9 @@ def _scan(path: Path, progress: Progress) -> _Scan:
                 ts, dur = event.ts, event.dur
                 if dur is UNSET:
                     dur = 0
-                if not (type(ts) in (int, float) and type(dur) in (int, float) and isfinite(ts) and isfinite(dur)):
+                # finite numbers: an int is (isfinite would refuse one past a float's range), a float may not be
+                if not ((type(ts) is int or type(ts) is float and isfinite(ts))
+                        and (type(dur) is int or type(dur) is float and isfinite(dur))):
                     lanes.add((pid, tid))
                     continue
                 track = tracks.get((pid, tid))

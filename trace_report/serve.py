@@ -219,7 +219,8 @@ def _drawable_copy(path: Path) -> tuple[bytes | None, Overlaps, int]:
             print(f"reading {_size(size)} for events Perfetto would not draw", file=sys.stderr, flush=True)
         with read_progress([path]) as track:  # on a terminal, a bar for each pass over a long trace
             return drawable_copy(path, track)
-    except (UsageError, OSError, EOFError, zlib.error):  # a gzip stream cut short or corrupt: the page says so too
+    # a gzip stream cut short or corrupt, a value no profiler writes: the page says what it makes of the file
+    except (UsageError, OSError, EOFError, zlib.error, ValueError, OverflowError):
         return None, Overlaps(), 0
 
 

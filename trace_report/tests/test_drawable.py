@@ -76,7 +76,8 @@ def test_times_past_64_bits_of_ns_still_move_what_crosses(tmp_path):
     far = 2**62
     events = [{"ph": "X", "cat": "cpu_op", "name": "near", "pid": 1, "tid": 1, "ts": 1, "dur": 1},
               {"ph": "X", "cat": "cpu_op", "name": "parent", "pid": 1, "tid": 1, "ts": far, "dur": 10},
-              {"ph": "X", "cat": "cpu_op", "name": "crosses", "pid": 1, "tid": 1, "ts": far + 5, "dur": 10}]
+              {"ph": "X", "cat": "cpu_op", "name": "crosses", "pid": 1, "tid": 1, "ts": far + 5, "dur": 10},
+              {"ph": "X", "cat": "kernel", "name": "past a float", "pid": 0, "tid": 7, "ts": 10**400, "dur": 1}]
     copy, moved = _copy(tmp_path, json.dumps({"traceEvents": events}))
     tids = {e["name"]: e["tid"] for e in json.loads(copy)["traceEvents"] if e["ph"] == "X"}
-    assert moved == 1 and tids == {"near": 1, "parent": 1, "crosses": 2}
+    assert moved == 1 and tids == {"near": 1, "parent": 1, "crosses": 2, "past a float": 7}
