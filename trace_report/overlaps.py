@@ -16,7 +16,9 @@ track and ends after it (its stat `slice_drop_overlapping_complete_event`; pytor
 gap in the picture. Those on the streams are counted too (`undrawn`), before the clipping. The CPU threads' boxes can
 overlap so as well (a `nn.Module` range opened inside a torch.compile region and closed after it): the reader counts
 those (`cpu_undrawn`) in the walk that sums the self CPU time (nesting.self_cpu_total), where each thread's boxes are
-already sorted, and keeps their times: a box on a thread is no error, only a picture Perfetto cannot draw.
+already sorted, and keeps their times: a box on a thread is no error, only a picture Perfetto cannot draw. The copy
+`--open` serves, which Perfetto draws whole, is drawable.py's: it clips the streams with `clip_stream_overlaps` and
+finds what Perfetto would still drop with `dropped`.
 
 An item of no duration clips nothing (a zero-length kernel inside another, a Kineto slip: pytorch/kineto#136); of two
 items that start together the shorter is clipped, so the stream keeps the longer one's time. Times are compared to
