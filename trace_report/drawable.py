@@ -265,7 +265,7 @@ def _move_crossing(pid: Any, tid: Any, track: _Track, scan: _Scan, plan: Plan) -
 
 def _in_start_order(starts: Any, ends: Any) -> list[int]:
     """A track's events' places, in start order: the longer first of two that start together, then as they came.
-    Sorted as one packed int each (52 bytes an event, against 150 for a tuple), else as tuples."""
+    Sorted as one packed int each (48 bytes an event, against 156 for a tuple of its three ints), else as tuples."""
     n = len(starts)
     if type(starts) is array and n <= _POSITIONS:
         keys = sorted(((s + _HALF) << 97) | ((_HALF - e) << 32) | i for i, s, e in zip(range(n), starts, ends))
@@ -279,14 +279,14 @@ def _in_start_order(starts: Any, ends: Any) -> list[int]:
 def _write(path: Path, scan: _Scan, plan: Plan, progress: Progress) -> bytes:
     """The trace with the plan's changes, gzipped: the top-level keys around traceEvents as they came, each event as
     it was written unless the plan changes it, the plan's tracks after the last."""
-    gzip = zlib.compressobj(1, zlib.DEFLATED, 31)  # 31: a gzip header; level 1, 240 MB/s of trace JSON
+    packer = zlib.compressobj(1, zlib.DEFLATED, 31)  # 31: a gzip header; level 1, 240 MB/s of trace JSON
     pieces: list[bytes] = []
     meta = list(scan.meta.items())
     before = len(meta) if scan.keys_before_events is None else scan.keys_before_events
     if scan.keys_before_events is None:
-        pieces.append(gzip.compress(b"["))
+        pieces.append(packer.compress(b"["))
     else:
-        pieces.append(gzip.compress(b"{" + b"".join(_member(key, value) + b"," for key, value in meta[:before])
+        pieces.append(packer.compress(b"{" + b"".join(_member(key, value) + b"," for key, value in meta[:before])
                                     + b'"traceEvents":['))
     edits = sorted(plan.edits.items())
     at = 0  # the next edit
@@ -305,15 +305,15 @@ def _write(path: Path, scan: _Scan, plan: Plan, progress: Progress) -> bytes:
                 batch[changed - number] = _dumps(event)
                 at += 1
             number = end
-            pieces.append(gzip.compress(separator + b",".join(batch)))
+            pieces.append(packer.compress(separator + b",".join(batch)))
             separator = b","
     if plan.added:
-        pieces.append(gzip.compress(separator + b",".join(_dumps(event) for event in plan.added)))
+        pieces.append(packer.compress(separator + b",".join(_dumps(event) for event in plan.added)))
     if scan.keys_before_events is None:
-        pieces.append(gzip.compress(b"]"))
+        pieces.append(packer.compress(b"]"))
     else:
-        pieces.append(gzip.compress(b"]" + b"".join(b"," + _member(key, value) for key, value in meta[before:]) + b"}"))
-    pieces.append(gzip.flush())
+        pieces.append(packer.compress(b"]" + b"".join(b"," + _member(key, value) for key, value in meta[before:]) + b"}"))
+    pieces.append(packer.flush())
     return b"".join(pieces)
 
 
