@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from trace_report.model import Overlaps
+from trace_report.nesting import start_order
 from trace_report.overlaps import clip_stream_overlaps, dropped
 from trace_report.source import RAW_EVENTS, UNSET, Layout, TraceSource, bytes_read, msgspec, open_text
 
@@ -36,8 +37,6 @@ GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 MOVED_LEVELS = 8  # tracks beside one at most: events that still cross on the 8th stay there (none seen)
 _SCALAR = (int, float, str)
 Progress = Callable[[int, int], None] | None  # told the bytes read of the file, and its size, as each pass reads
-_HALF = 1 << 63  # a time in ns (64 bits, signed) offset by this: 0 to 2**64, 65 bits
-_POSITIONS = (1 << 32) - 1  # the bits of an event's place on its track, in a packed sort key
 
 # --- what the first pass reads of each event --------------------------------------------------------------------
 
@@ -244,7 +243,7 @@ def _move_crossing(pid: Any, tid: Any, track: _Track, scan: _Scan, plan: Plan) -
     """The events of one track that Perfetto would drop move to a new thread id of its process, named after the track
     and sorted beside it; those that cross each other there move on to the next one. Times stay as they were."""
     starts, ends = track.starts, track.ends
-    places = _in_start_order(starts, ends)
+    places = start_order(starts, ends)
     name = scan.names.get((pid, tid)) or f"thread {tid}"
     for level in range(MOVED_LEVELS):
         crossing = [places[k] for k in dropped(((starts[p], ends[p]) for p in places), 0)]  # Perfetto's own ns
@@ -261,16 +260,6 @@ def _move_crossing(pid: Any, tid: Any, track: _Track, scan: _Scan, plan: Plan) -
         plan.added.append({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": new_tid,
                            "args": {"sort_index": scan.order.get((pid, tid), tid if type(tid) is int else 0)}})
         places = crossing  # still in start order
-
-
-def _in_start_order(starts: Any, ends: Any) -> list[int]:
-    """A track's events' places, in start order: the longer first of two that start together, then as they came.
-    Sorted as one packed int each (48 bytes an event, against 156 for a tuple of its three ints), else as tuples."""
-    n = len(starts)
-    if type(starts) is array and n <= _POSITIONS:
-        keys = sorted(((s + _HALF) << 97) | ((_HALF - e) << 32) | i for i, s, e in zip(range(n), starts, ends))
-        return [key & _POSITIONS for key in keys]
-    return [i for _, _, i in sorted(zip(starts, (-e for e in ends), range(n)))]
 
 
 # --- the copy --------------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ serves two walks:
 - `self_cpu_total`: the table's "Self CPU time total" (`key_averages().table()`), and how many boxes Perfetto drops.
 
 The Python frames (with_stack=True) are packed as the reader reads them (`Boxes`): they are most of such a trace.
+`start_order` sorts one track's boxes so, packed alike, for the copy `--open` serves (drawable.py).
 
 The reader (`reader.py`) calls them once its events are kept.
 """
@@ -16,7 +17,7 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from trace_report.model import CpuOp, RuntimeCall
 from trace_report.overlaps import undrawn
@@ -103,6 +104,20 @@ class Boxes:
             self.packed = False
             for spans in self.threads.values():
                 spans[:] = [_unpacked(key) for key in spans]
+
+
+def start_order(starts: Sequence[int], ends: Sequence[int]) -> list[int]:
+    """The places of one track's boxes (their starts and ends in ns, in the order they came) in the order they nest:
+    by start, the longer first of two that start together, then as they came. Sorted as one packed int a box, as
+    `Boxes` packs them (48 bytes, against 156 for a tuple of its three ints), where the times fit the bits; else as
+    tuples. For the copy --open serves (drawable.py), which keeps its tracks' times in arrays."""
+    n = len(starts)
+    # the bits Boxes packs: a start in [-2**63, 2**63), an end in (-2**63, 2**63], a place below 2**32
+    if 0 < n <= _INDICES and -_HALF <= min(starts) and max(starts) < _HALF and -_HALF < min(ends) and \
+            max(ends) <= _HALF:
+        keys = sorted(((s + _HALF) << 96) | ((_HALF - e) << 32) | i for i, s, e in zip(range(n), starts, ends))
+        return [key & _INDICES for key in keys]
+    return [i for _, _, i in sorted(zip(starts, (-e for e in ends), range(n)))]
 
 
 def self_cpu_total(lanes: Lanes, counted: int) -> tuple[float, int]:
