@@ -20,6 +20,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from trace_report.files import file_size
+
 
 class Console(RichConsole):
     def on_broken_pipe(self) -> None:
@@ -39,12 +41,7 @@ def read_progress(paths: Iterable[str | Path]) -> Iterator[Callable[[str | Path]
     when stderr is a terminal and the traces hold PROGRESS_BYTES or more in all: a pipe, a log or a short read gets
     nothing. The bars go when the reads end, before the report prints. No thread draws them (a thread would keep
     read_ranks from forking its workers): each is redrawn as its reader tells it, at most every PROGRESS_EVERY_S."""
-    sizes: dict[str, int] = {}
-    for path in paths:
-        try:
-            sizes[str(path)] = Path(path).stat().st_size
-        except OSError:  # the read says what is wrong with it
-            sizes[str(path)] = 0
+    sizes = {str(path): file_size(path) for path in paths}
     if not (_is_terminal(sys.stderr) and sum(sizes.values()) >= PROGRESS_BYTES):
         yield lambda path: None
         return

@@ -1,4 +1,5 @@
-"""Files are written whole or not at all, into folders we proved writable before the long work began."""
+"""Files are written whole or not at all, into folders we proved writable before the long work began; a file's size,
+for a read's progress."""
 
 from __future__ import annotations
 
@@ -12,6 +13,14 @@ from trace_report.errors import UsageError
 
 PROBE_PREFIX = ".probe-"
 SHOWN_PATH = 120  # longer paths are shown by their two ends in a one-line error
+
+
+def file_size(path: str | Path) -> int:
+    """The file's size in bytes, 0 where it cannot be seen (the read that follows says why): a read's progress."""
+    try:
+        return Path(path).stat().st_size
+    except OSError:
+        return 0
 
 
 def writable_dir(path: Path, what: str) -> Path:

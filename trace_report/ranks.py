@@ -33,6 +33,7 @@ from rich.table import Table
 
 from trace_report.console import Console, clipped
 from trace_report.errors import UsageError, note
+from trace_report.files import file_size
 from trace_report.attribution import rank_owner_rows
 from trace_report.communication import Collective, Communication, KindRow, communication, distributed_info
 from trace_report.communication import figure_text, size_text
@@ -159,7 +160,7 @@ class _Tally:
 
     def __init__(self, paths: Sequence[str | Path], progress: Callable[[int, int], None] | None):
         self.progress = progress
-        self.sizes = [_size(path) for path in paths] if progress is not None else []
+        self.sizes = [file_size(path) for path in paths] if progress is not None else []
         self.total = sum(self.sizes)
         self.done = 0
 
@@ -168,13 +169,6 @@ class _Tally:
             self.done += self.sizes[k]
             self.progress(self.done, self.total)
         return result
-
-
-def _size(path: str | Path) -> int:
-    try:
-        return Path(path).stat().st_size
-    except OSError:  # its read says what is wrong with it
-        return 0
 
 
 def _read_rank_or_why(job: tuple[int, str | Path, bool]) -> RankTrace | str:
