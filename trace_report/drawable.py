@@ -139,6 +139,8 @@ def _scan(path: Path, progress: Progress) -> _Scan:
                     pid = None
                 if tid is UNSET:
                     tid = None
+                # overlaps._scalar, written out: two calls an event were 0.09 µs more (2M events timed), 0.4 s of a
+                # 1 GB trace's 9.7 s scan
                 if not ((pid is None or type(pid) in _SCALAR) and (tid is None or type(tid) in _SCALAR)):
                     continue
                 ph = event.ph
