@@ -39,7 +39,7 @@ from typing import Sequence
 from rich.markup import escape
 
 from trace_report.cli import ArgumentParser, count_or_zero, positive_int
-from trace_report.console import Console, read_progress
+from trace_report.console import Console, analysing, read_progress
 from trace_report.errors import CannotRunHere, UsageError, exits_cleanly, note
 from trace_report.export import LazyRows
 from trace_report.files import writable_file
@@ -187,6 +187,12 @@ def _main(argv: Sequence[str] | None) -> int:
     for trace in (first, second):
         if trace is not None and trace.skipped_note:
             note(f"{trace.path}: {trace.skipped_note}")
+    with analysing(paths, " and ".join(Path(path).name for path in paths)):  # a line on a terminal till the report
+        return _report(args, first, second)
+
+
+def _report(args, first, second) -> int:
+    """One trace's report, or the diff of two, on stdout (text or --json); the exit code (--fail_slower's gate)."""
     rows = _rows(args.rows)
     compared = diff(first, second) if second is not None else None
     gate = compared.gate(args.fail_slower) if args.fail_slower is not None else None
@@ -246,9 +252,15 @@ def _ranks_main(paths: list[str], args) -> int:
     per rank each collective with its bucket or unit (attribution.py). The traces are read --jobs at a time."""
     if len(paths) < 2:
         raise UsageError("--ranks reads two traces or more, one per rank of the same run")
-    with read_progress(paths) as progress:  # one bar for the run's traces, by the bytes of those read
+    with read_progress(paths, ticking=False) as progress:  # one bar for the run's traces, by the bytes of those read
         ranks = rank_traces.read_ranks(paths, keep_traces=args.json, jobs=args.jobs, skip_bad=args.skip_bad,
                                        progress=progress(f"{len(paths)} ranks"))
+    with analysing(paths, f"{len(paths)} ranks"):  # a line on a terminal till the report
+        return _ranks_report(args, ranks)
+
+
+def _ranks_report(args, ranks) -> int:
+    """The ranks' report on stdout, text or --json."""
     if args.json:
         lag = rank_traces.skew(ranks)
         slow = rank_traces.straggler(ranks, lag)

@@ -50,11 +50,13 @@ def _padded(tmp_path):
     return path
 
 
-def test_a_long_read_draws_a_bar_on_a_terminal_that_goes_before_the_report(tmp_path):
-    path = _padded(tmp_path)
+def _on_terminal(path, *flags: str, stdout_too: bool = False) -> tuple[bytes, str]:
+    """`trace-report path flags` with stderr on a terminal (a pty), and stdout too or a pipe: what the terminal got,
+    and stdout's text where it was a pipe."""
     main, terminal = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "trace_report.report", str(path)], cwd=PACKAGE_PARENT,
-                            env={**os.environ, "COLUMNS": "160"}, stdout=subprocess.PIPE, stderr=terminal)
+    proc = subprocess.Popen([sys.executable, "-m", "trace_report.report", str(path), *flags], cwd=PACKAGE_PARENT,
+                            env={**os.environ, "COLUMNS": "160"}, stdout=terminal if stdout_too else subprocess.PIPE,
+                            stderr=terminal)
     os.close(terminal)
     drawn = b""
     while True:
@@ -65,12 +67,31 @@ def test_a_long_read_draws_a_bar_on_a_terminal_that_goes_before_the_report(tmp_p
         if not chunk:
             break
         drawn += chunk
-    out = proc.stdout.read().decode()
+    out = "" if stdout_too else proc.stdout.read().decode()
     assert proc.wait(timeout=120) == 0
     os.close(main)
+    return drawn, out
+
+
+def test_a_long_read_draws_a_bar_on_a_terminal_that_goes_before_the_report(tmp_path):
+    path = _padded(tmp_path)
+    drawn, out = _on_terminal(path)
     assert b"reading padded trace.json" in drawn and b"/67.1 MB" in drawn, drawn[:300]
-    assert drawn.endswith(b"\x1b[2K"), drawn[-40:]  # the bar's line cleared: nothing of it stays on the screen
+    # then a line while the analyses run, till the end: stdout is no terminal
+    assert drawn.index(b"analysing padded trace.json") > drawn.rindex(b"reading padded trace.json")
+    assert drawn.endswith(b"\x1b[2K"), drawn[-40:]  # the lines cleared: nothing of them stays on the screen
     assert out == run_report(path).stdout  # the report is the same without a terminal
+
+
+def test_the_analyses_line_goes_before_the_report_on_the_same_terminal(tmp_path):
+    path = _padded(tmp_path)
+    for flags, head in (((), b"\x1b[1mpadded trace.json"), (("--json",), b'{"trace": ')):  # its header, in bold
+        drawn, _ = _on_terminal(path, *flags, stdout_too=True)
+        line = drawn.rindex(b"analysing padded trace.json")
+        report = drawn.index(head, line + len(b"analysing padded trace.json"))
+        # the analyses' line is cleared (erase the line, after the cursor went back up to it) before the report starts
+        assert drawn[line:report].endswith(b"\x1b[1A\x1b[2K"), drawn[line:report + 40]
+        assert b"analysing" not in drawn[report:] and b"reading" not in drawn[report:], flags
 
 
 def test_a_pipe_or_a_short_read_gets_no_bar(tmp_path):
