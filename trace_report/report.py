@@ -376,14 +376,17 @@ def _look(args: argparse.Namespace, parser: ArgumentParser) -> int:
             # The picture holds each drawn rank's whole trace: DRAWN_RANKS of them, the lowest (64 ranks of 100 MB
             # would be 8 GB here, and a picture nobody reads)
             drawn_paths = rank_traces.lowest_ranks(paths, DRAWN_RANKS)
-            ranks = rank_traces.read_ranks(drawn_paths, keep_traces=True, jobs=args.jobs, skip_bad=args.skip_bad)
+            with read_progress(drawn_paths, ticking=False) as progress:  # a bar on a terminal for a long read
+                ranks = rank_traces.read_ranks(drawn_paths, keep_traces=True, jobs=args.jobs, skip_bad=args.skip_bad,
+                                               progress=progress(f"{len(drawn_paths)} ranks"))
             chosen = [(r.rank, r.trace, choose_step(r.trace, args.step)) for r in ranks]
             drawn = write_ranks_picture(chosen, png)
             of = f" of {len(paths)}, the lowest" if len(drawn_paths) < len(paths) else ""
             print(f"picture: {png} ({len(chosen)} ranks{of}, {chosen[0][2].name}, {len(drawn.arrows)} launch "
                   "arrows)", flush=True)
             return 0
-        trace = read_trace(trace_path)
+        with read_progress([trace_path]) as progress:  # a bar on a terminal for a long read
+            trace = read_trace(trace_path, progress(trace_path))
         step = choose_step(trace, args.step)
         drawn = write_picture(trace, step, png)
         gpu = f": {gpu_counts(step)}, {len(drawn.arrows)} launch arrows" if step.gpu else ""

@@ -117,3 +117,10 @@ def test_the_copy_open_serves_tells_both_its_passes(tmp_path):
     size = trace.stat().st_size
     assert list(told) == [str(trace), "compiled.json.gz's copy"]
     assert all(calls and calls[-1] == (size, size) for calls in told.values()), told
+
+
+def test_png_draws_the_bar_of_its_long_read(tmp_path):
+    path = _padded(tmp_path)
+    drawn, out = _on_terminal(path, "--png")
+    assert b"reading padded trace.json" in drawn and drawn.endswith(b"\x1b[2K"), drawn[-40:]
+    assert out.startswith(f"picture: {tmp_path / 'padded trace.png'} (")
