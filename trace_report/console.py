@@ -43,7 +43,7 @@ def read_progress(paths: Iterable[str | Path], ticking: bool = True
     when stderr is a terminal and the traces hold PROGRESS_BYTES or more in all: a pipe, a log or a short read gets
     nothing. The bars go when the reads end, before the report prints. Each is redrawn as its reader tells it, at most
     every PROGRESS_EVERY_S, and, `ticking`, by a thread of rich's four times a second: its clock goes on while the
-    reader builds the model after the last byte (5.6 s of a 1 GB trace's 16 on this project's 2-core machine).
+    reader builds the model after the last byte (5.6 s of a 1 GB Mamba trace's 16 on this project's 2-core machine).
     read_ranks' bar does not tick: a thread would keep it from forking its workers."""
     sizes = {str(path): file_size(path) for path in paths}
     if not _shows_progress(sizes.values()):
@@ -72,9 +72,9 @@ def read_progress(paths: Iterable[str | Path], ticking: bool = True
 @contextmanager
 def analysing(paths: Iterable[str | Path], what: str) -> Iterator[None]:
     """After a long read (read_progress's), one line on stderr while the analyses run: `analysing WHAT` and the time
-    so far. A 1 GB Mamba trace's report is analysed for 6.6 s after its read's 14 (this project's 2-core machine; --json
-    11 s), with nothing on the screen otherwise. The line goes at the first write to stdout when stdout is the same terminal (the
-    report prints there), else at the end. A thread redraws it: nothing forks after the reads."""
+    so far. The text report of a 1 GB Mamba trace comes 6.6 s after its read (--json's 11 s; this project's 2-core
+    machine), with nothing on the screen otherwise. The line goes at the first write to stdout where stdout is the
+    same terminal (the report prints there), else at the end. A thread redraws it: nothing forks after the reads."""
     if not _shows_progress(file_size(path) for path in paths):
         yield
         return
