@@ -78,9 +78,10 @@ def analysing(paths: Iterable[str | Path], what: str) -> Iterator[None]:
     if not _shows_progress(file_size(path) for path in paths):
         yield
         return
-    progress = Progress(SpinnerColumn(), TextColumn("analysing {task.description}"), TimeElapsedColumn(),
-                        console=Console(file=sys.stderr, highlight=False), transient=True, refresh_per_second=4,
-                        redirect_stdout=False)
+    console = Console(file=sys.stderr, highlight=False)
+    spinner = "dots" if console.encoding.lower().startswith("utf") else "line"  # a terminal without UTF-8: - \ | /
+    progress = Progress(SpinnerColumn(spinner), TextColumn("analysing {task.description}"), TimeElapsedColumn(),
+                        console=console, transient=True, refresh_per_second=4, redirect_stdout=False)
     progress.add_task(escape(what), total=None)
     real_stdout = sys.stdout
     stopped = False

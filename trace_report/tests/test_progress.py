@@ -50,13 +50,13 @@ def _padded(tmp_path):
     return path
 
 
-def _on_terminal(path, *flags: str, stdout_too: bool = False) -> tuple[bytes, str]:
+def _on_terminal(path, *flags: str, stdout_too: bool = False, env: dict | None = None) -> tuple[bytes, str]:
     """`trace-report path flags` with stderr on a terminal (a pty), and stdout too or a pipe: what the terminal got,
     and stdout's text where it was a pipe."""
     main, terminal = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "trace_report.report", str(path), *flags], cwd=PACKAGE_PARENT,
-                            env={**os.environ, "COLUMNS": "160"}, stdout=terminal if stdout_too else subprocess.PIPE,
-                            stderr=terminal)
+                            env={**os.environ, "COLUMNS": "160", **(env or {})},
+                            stdout=terminal if stdout_too else subprocess.PIPE, stderr=terminal)
     os.close(terminal)
     drawn = b""
     while True:
@@ -117,6 +117,13 @@ def test_the_copy_open_serves_tells_both_its_passes(tmp_path):
     size = trace.stat().st_size
     assert list(told) == [str(trace), "compiled.json.gz's copy"]
     assert all(calls and calls[-1] == (size, size) for calls in told.values()), told
+
+
+def test_a_terminal_without_utf8_gets_lines_in_ascii(tmp_path):
+    drawn, out = _on_terminal(_padded(tmp_path), env={"LC_ALL": "C", "PYTHONIOENCODING": "ascii"})
+    assert b"analysing padded trace.json" in drawn and out
+    shown = drawn.replace(b"\x1b[?25l", b"").replace(b"\x1b[?25h", b"")  # the cursor hidden and shown again
+    assert max(drawn) < 0x80 and b"?" not in shown, shown[-300:]  # no character the terminal shows as `?`
 
 
 def test_png_draws_the_bar_of_its_long_read(tmp_path):
