@@ -1,5 +1,5 @@
 """A long read shows how far it has got, on a terminal only: the reader and read_ranks tell the bytes read, and
-`trace-report` draws a bar on stderr that goes before the report prints."""
+`trace-report` draws a bar on stderr, then a line while the analyses run; both go before the report prints."""
 
 from __future__ import annotations
 
