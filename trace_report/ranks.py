@@ -6,8 +6,9 @@ holds the GIL: threads would take turns), or by any concurrent.futures.Executor 
 ranks would hold 64 parsed traces at once. What comes back from each trace is small, the figures this report prints
 (`RankFigures`) and the trace's collectives: the parsed trace itself would cost as much to send back as to parse (a
 30 MB trace: 1.5 s to read, 1.5 s to pickle and 1.2 s to unpickle on this project's 2-core CI machine; its figures
-and collectives, 0.03 s and 1.6 MB). `keep_traces=True` (trace-report --json, which prints every event's figures)
-reads them here, one after the other.
+and collectives, 0.03 s and 1.6 MB). `per_rank`, a function, makes more of each rank where its trace is read (the
+text `trace-report --ranks --json` prints of it, compressed); `keep_traces=True` (the DataFrames of every rank's
+tables, `--png`'s ranks) reads the traces here, one after the other.
 
 On one host the ranks share a clock, so the same collective's start on each rank can be compared. A collective's
 kernel on one rank then splits in two: its wait, from its start to the last rank's arrival (the skew, which a late
@@ -25,7 +26,7 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from rich import box
 from rich.markup import escape
@@ -74,6 +75,7 @@ class RankTrace:
     figures: RankFigures
     host: str | None = None
     trace: Trace | None = None  # the parsed trace, where it was read in this process with keep_traces
+    extra: Any = None  # what read_ranks' per_rank made of it, where it was read
 
 
 @dataclass
@@ -117,7 +119,8 @@ def lowest_ranks(paths: Sequence[str | Path], n: int) -> list[str | Path]:
 
 def read_ranks(paths: Sequence[str | Path], *, parallel: bool | None = None, keep_traces: bool = False,
                jobs: int | None = None, executor: concurrent.futures.Executor | None = None,
-               skip_bad: bool = False, progress: Callable[[int, int], None] | None = None) -> list[RankTrace]:
+               skip_bad: bool = False, progress: Callable[[int, int], None] | None = None,
+               per_rank: Callable[[RankTrace], Any] | None = None) -> list[RankTrace]:
     """Read each rank's trace; the rank comes from the trace's own `distributedInfo`, else from `_rank<r>` in its
     name, else from its place on the command line. Sorted by rank; the same rank twice is an error (one line).
 
@@ -127,8 +130,10 @@ def read_ranks(paths: Sequence[str | Path], *, parallel: bool | None = None, kee
     is False, `keep_traces` asks for the parsed traces, or processes cannot start (a sandbox, no semaphores). A trace
     that cannot be read stops the run with one line that names it, unless `skip_bad`: then the others are read, and
     each one skipped is a note on stderr. `progress`, when given, is called as each trace is read, with the bytes of
-    the traces read so far and of all of them (console.read_progress)."""
-    todo = [(i, path, keep_traces) for i, path in enumerate(paths)]
+    the traces read so far and of all of them (console.read_progress). `per_rank(rank)`, when given, is called where
+    each trace is read, with its RankTrace, trace and collectives whole; what it returns (it must pickle: a function
+    of a module's, not a lambda) comes back as the rank's `extra`."""
+    todo = [(i, path, keep_traces, per_rank) for i, path in enumerate(paths)]
     workers = min(len(todo), jobs if jobs is not None else os.cpu_count() or 1)
     read = _Tally(paths, progress)
     results: list[RankTrace | str] | None = None
@@ -171,7 +176,7 @@ class _Tally:
         return result
 
 
-def _read_rank_or_why(job: tuple[int, str | Path, bool]) -> RankTrace | str:
+def _read_rank_or_why(job: tuple) -> RankTrace | str:
     """The rank's figures, or the one line that says why its trace cannot be read (it names the file)."""
     try:
         return _read_rank(job)
@@ -179,8 +184,8 @@ def _read_rank_or_why(job: tuple[int, str | Path, bool]) -> RankTrace | str:
         return str(err)
 
 
-def _read_rank(job: tuple[int, str | Path, bool]) -> RankTrace:
-    i, path, keep = job
+def _read_rank(job: tuple[int, str | Path, bool, Callable[[RankTrace], Any] | None]) -> RankTrace:
+    i, path, keep, per_rank = job
     trace = read_trace(path)
     meta = trace.meta
     info = distributed_info(meta)
@@ -189,10 +194,11 @@ def _read_rank(job: tuple[int, str | Path, bool]) -> RankTrace:
     host = meta.get("host_name") if isinstance(meta.get("host_name"), str) else None
     comm = communication(trace)
     figures = RankFigures.of(trace, comm, rank)
+    extra = per_rank(RankTrace(rank, comm, figures, host, trace)) if per_rank is not None else None
     if comm is not None and not keep:
         for c in comm.collectives:
             c.work = None  # its kernel, launch and launch path are in the figures now: 4× less to send back
-    return RankTrace(rank, comm, figures, host, trace if keep else None)
+    return RankTrace(rank, comm, figures, host, trace if keep else None, extra)
 
 
 def _read_in_processes(todo: list, workers: int, read: _Tally) -> list[RankTrace | str] | None:

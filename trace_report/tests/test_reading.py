@@ -143,19 +143,54 @@ def test_ranks_read_by_any_executor_match_those_read_here(tmp_path):
     assert [r.rank for r in here] == [0, 1, 2, 3]
 
 
-def test_ranks_are_read_by_as_many_workers_as_jobs_not_one_process_per_trace(tmp_path, monkeypatch):
+def _kernel_names(rank) -> list[str]:
+    """read_ranks' per_rank in the tests: what only the whole trace holds."""
+    return sorted({work.name for step in rank.trace.steps for work in step.gpu})
+
+
+def _pools_counted(monkeypatch) -> list[int]:
+    """The process pools read_ranks starts from here on, by their workers; threads in their place (no fork in a test)."""
     import concurrent.futures
 
-    from trace_report import ranks as rank_traces
+    pools: list[int] = []
 
-    pools = []
-
-    class Counted(concurrent.futures.ThreadPoolExecutor):  # threads: the same scheduling, no fork in a test
+    class Counted(concurrent.futures.ThreadPoolExecutor):
         def __init__(self, max_workers, mp_context=None, initializer=None):
             pools.append(max_workers)
             super().__init__(max_workers)
 
     monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", Counted)
+    return pools
+
+
+def test_per_rank_makes_more_of_each_trace_where_it_is_read(tmp_path, monkeypatch):
+    from trace_report.ranks import read_ranks
+
+    paths = rank_set(tmp_path, 3)
+    here = read_ranks(paths, parallel=False, per_rank=_kernel_names)
+    assert all(r.extra and r.trace is None for r in here)  # made of the trace, which did not come back
+    for parallel in (True, False):
+        pools = _pools_counted(monkeypatch)
+        apart = read_ranks(paths, jobs=2, parallel=parallel, per_rank=_kernel_names)
+        assert pools == ([1] if parallel else []) and [(r.rank, r.extra) for r in apart] == [(r.rank, r.extra) for r in here]
+
+
+def test_ranks_json_reads_in_workers_and_prints_what_one_process_reads(tmp_path, monkeypatch, capsys):
+    from trace_report.report import main
+
+    paths = [str(path) for path in rank_set(tmp_path, 3)]
+    assert main(["--ranks", "--json", "--jobs", "1", *paths]) == 0
+    alone = capsys.readouterr().out
+    pools = _pools_counted(monkeypatch)
+    assert main(["--ranks", "--json", "--jobs", "2", *paths]) == 0
+    assert pools == [1] and capsys.readouterr().out == alone  # the parsed traces stayed in the workers
+    assert [r["rank"] for r in json.loads(alone)["ranks"]] == [0, 1, 2]
+
+
+def test_ranks_are_read_by_as_many_workers_as_jobs_not_one_process_per_trace(tmp_path, monkeypatch):
+    from trace_report import ranks as rank_traces
+
+    pools = _pools_counted(monkeypatch)
     paths = rank_set(tmp_path, 5)
     found = rank_traces.read_ranks(paths, jobs=2)
     assert pools == [1] and [r.rank for r in found] == [0, 1, 2, 3, 4]  # this process and one worker
