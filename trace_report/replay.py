@@ -32,6 +32,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from trace_report.console import read_progress
 from trace_report.errors import CannotRunHere, UsageError
 from trace_report.files import writable_file, write_atomically
 from trace_report.reader import read_trace
@@ -281,7 +282,9 @@ def compare_line(trace_us: float | None, replayed: dict, unrecorded: int = 0) ->
 def replay_command(path: str, which: str, script_file: str | None, peak: tuple[float, float] | None) -> int:
     """`trace-report TRACE --replay N|OP [--replay_script FILE]`: row N of the op table (or the first row of op OP)
     re-timed alone here, or its script written to FILE."""
-    table = op_table(read_trace(path), peak)
+    with read_progress([path]) as progress:  # a bar on a terminal for a long read
+        trace = read_trace(path, progress(path))
+    table = op_table(trace, peak)
     row = chosen_row(table, which)
     op = recorded_op(path, row.op, tensors=(row.shapes, row.dtypes))
     script = replay_script(op, row.us_per_call if row.calls else None, Path(path).name)

@@ -42,10 +42,11 @@ def test_read_ranks_tells_the_bytes_of_the_traces_read(tmp_path):
         assert calls[-1][0] == sum(sizes) and calls[0][0] in sizes
 
 
-def _padded(tmp_path):
-    """The eager MLP's trace as JSON, whitespace after it up to PROGRESS_BYTES: a read long enough for a bar."""
+def _padded(tmp_path, source=H200_EAGER):
+    """The eager MLP's trace (or `source`) as JSON, whitespace after it up to PROGRESS_BYTES: a read long enough for a
+    bar."""
     path = tmp_path / "padded trace.json"
-    text = gzip.decompress(H200_EAGER.read_bytes())
+    text = gzip.decompress(source.read_bytes())
     path.write_bytes(text + b" " * (PROGRESS_BYTES - len(text)))
     return path
 
@@ -131,3 +132,11 @@ def test_png_draws_the_bar_of_its_long_read(tmp_path):
     drawn, out = _on_terminal(path, "--png")
     assert b"reading padded trace.json" in drawn and drawn.endswith(b"\x1b[2K"), drawn[-40:]
     assert out.startswith(f"picture: {tmp_path / 'padded trace.png'} (")
+
+
+def test_replay_draws_the_bar_of_its_long_read(tmp_path):
+    path = _padded(tmp_path, FIXTURES / "h200" / "traces" / "03_simple_mlp" / "64_128_768_3072_shapes_eager.json.gz")
+    script = tmp_path / "replay.py"
+    drawn, out = _on_terminal(path, "--replay", "1", "--replay_script", str(script))
+    assert b"reading padded trace.json" in drawn and drawn.endswith(b"\x1b[2K"), drawn[-40:]
+    assert out.startswith(f"replay script: {script} (") and script.exists()
