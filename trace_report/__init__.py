@@ -57,7 +57,7 @@ anywhere, fast, on a machine without PyTorch: `uvx --from ./trace_report trace-r
 (profiling_in_pytorch) stand above it and check the posts' claims through it; nothing here imports them.
 """
 
-from trace_report.api import Report, ranks_frame, read
+from trace_report.api import Report, rank_tables, ranks_frame, read
 from trace_report.compare import TraceDiff
 from trace_report.compare_report import diff
 from trace_report.export import trace_to_dict
@@ -79,6 +79,7 @@ __all__ = [
     "Verdict",
     "diff",
     "read",
+    "rank_tables",
     "ranks_frame",
     "read_ranks",
     "read_trace",

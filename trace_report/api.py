@@ -152,20 +152,39 @@ RANK_TABLES = {  # table -> how a rank's Report gives it
 }
 
 
+def rank_tables(rank) -> dict:
+    """`read_ranks(paths, per_rank=trace_report.rank_tables)`: every table ranks_frame gives of a rank (but the
+    collectives, which read_ranks keeps), as rows, made where the rank's trace is read: a worker's, a cluster's. Only
+    the rows come back, so a rank set's DataFrames need no trace kept (`keep_traces=True` holds every rank's trace in
+    this process, read one after the other)."""
+    report = Report(rank.trace)
+    rows = {}
+    for table, of in RANK_TABLES.items():
+        found = of(report)
+        if table != "communication":
+            rows.update({(table, part): found.frame_rows(part) for part in found.TABLES})
+    return rows
+
+
 def ranks_frame(ranks, table: str = "kernels", library: str = "pandas", part: str | None = None):
     """One rank set's table (`read_ranks`), every rank's rows in one frame with a `rank` column first. `table`:
     kernels, op_table, summary, advice or communication; `part`: that object's table ("modules" of the summary,
-    "kinds" of the communication). The collectives come from what read_ranks kept; the other tables need each
-    rank's trace: `read_ranks(paths, keep_traces=True)`."""
+    "kinds" of the communication). The collectives come from what read_ranks kept; the other tables from each
+    rank's `rank_tables` (`read_ranks(paths, per_rank=trace_report.rank_tables)`), else its trace
+    (`read_ranks(paths, keep_traces=True)`)."""
     if table not in RANK_TABLES:
         raise ValueError(f"a rank set's tables are {', '.join(RANK_TABLES)}, not {table!r}")
     columns: list[str] = []
     rows: list[dict] = []
     for rank in ranks:
+        made = rank.extra if isinstance(rank.extra, dict) and table != "communication" else None
         if table == "communication":
             found = rank.comm
+        elif made is not None:
+            found = _MadeRows(made, table)
         elif rank.trace is None:
-            raise ValueError(f"the {table} of each rank needs its trace: read_ranks(paths, keep_traces=True)")
+            raise ValueError(f"the {table} of each rank needs its trace or its rows: read_ranks(paths, "
+                             "per_rank=trace_report.rank_tables), or keep_traces=True")
         else:
             found = RANK_TABLES[table](Report(rank.trace))
         if found is None:  # a rank without collectives
@@ -174,6 +193,17 @@ def ranks_frame(ranks, table: str = "kernels", library: str = "pandas", part: st
         columns = columns or ["rank", *names]
         rows += [{"rank": rank.rank, **row} for row in part_rows]
     return dataframe((columns or ["rank"], rows), library)
+
+
+class _MadeRows(Tabular):
+    """A rank's table as rank_tables made its rows, where its trace was read."""
+
+    def __init__(self, made: dict, table: str):
+        self.made, self.table = made, table
+        self.TABLES = tuple(part for name, part in made if name == table)
+
+    def frame_rows(self, table: str | None = None) -> Rows:
+        return self.made[(self.table, table)]
 
 
 def read(path: str | Path, *, bandwidth_gbs: float | None = None, peak: tuple[float, float] | None = None) -> Report:

@@ -8,7 +8,8 @@
     report.advice.to_pandas()             # one row per finding
     report.frames()                       # every table at once: {name: DataFrame}
     trace_report.diff(a, b).to_pandas()   # the diff by op with its noise and call ("kernels", "kinds")
-    trace_report.ranks_frame(trace_report.read_ranks(paths, keep_traces=True), "kernels")   # a `rank` column (api.py)
+    trace_report.ranks_frame(trace_report.read_ranks(paths, per_rank=trace_report.rank_tables), "kernels")  # `rank`
+                                          # first; each rank's rows made where its trace is read (api.rank_tables)
 
 Each object gives its rows (`frame_rows(table)`: the column names and a dict per row, plain values: str, int,
 float, bool or None); `Tabular` turns them into a frame. pandas and polars are optional (`pip install

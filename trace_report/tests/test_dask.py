@@ -46,3 +46,13 @@ def test_a_bad_rank_on_dask_workers_is_named_and_skip_bad_reads_the_others(tmp_p
     err = capsys.readouterr().err
     assert "skipped" in err and "run_rank1.json.gz" in err
     assert ranks == read_ranks(paths, parallel=False, skip_bad=True)
+
+
+def test_each_ranks_tables_made_on_dask_workers_are_those_made_here(tmp_path, client):
+    import trace_report
+
+    paths = rank_set(tmp_path, 2)
+    here = read_ranks(paths, parallel=False, per_rank=trace_report.rank_tables)
+    with client.get_executor() as executor:
+        there = read_ranks(paths, executor=executor, per_rank=trace_report.rank_tables)
+    assert all(r.trace is None and r.extra for r in there) and [r.extra for r in there] == [r.extra for r in here]

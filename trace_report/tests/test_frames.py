@@ -104,8 +104,21 @@ def test_a_rank_set_is_one_frame_with_a_rank_column():
         assert len(kernels[kernels["rank"] == r.rank]) == len(r.trace.kernel_stats())
     collectives = ranks_frame(trace_report.read_ranks(RANKS), "communication")
     assert set(collectives["collective"]) == {"AllReduce"} and isinstance(collectives, pd.DataFrame)
-    with pytest.raises(ValueError, match="keep_traces=True"):
+    with pytest.raises(ValueError, match="per_rank=trace_report.rank_tables"):
         ranks_frame(trace_report.read_ranks(RANKS), "kernels")
+
+
+def test_a_rank_sets_tables_made_where_each_trace_is_read_are_those_of_the_kept_traces():
+    pytest.importorskip("pandas")
+    kept = trace_report.read_ranks(RANKS, keep_traces=True)
+    made = trace_report.read_ranks(RANKS, per_rank=trace_report.rank_tables)  # in a worker where processes start
+    assert all(r.trace is None and r.extra for r in made)  # only the rows came back
+    for table, parts in (("kernels", [None]), ("op_table", [None]), ("advice", [None]),
+                         ("summary", ["kinds", "modules", "top"]), ("communication", [None, "kinds"])):
+        for part in parts:
+            expected = ranks_frame(kept, table, part=part)
+            assert ranks_frame(made, table, part=part).equals(expected), (table, part)
+            assert (table, part) not in (("kernels", None), ("summary", "kinds")) or set(expected["rank"]) == {0, 1}
 
 
 def test_the_diff_as_a_frame_has_each_ops_spread_and_call():
