@@ -27,6 +27,7 @@ text_report.py's; the diff's, compare_report.py's.
 from __future__ import annotations
 
 import argparse
+import codecs
 import gc
 import importlib.util
 import json
@@ -35,7 +36,7 @@ import os
 import sys
 import zlib
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Iterator, Sequence
 
 from rich.markup import escape
 
@@ -267,7 +268,7 @@ def _ranks_report(args, ranks) -> int:
         lag = rank_traces.skew(ranks)
         slow = rank_traces.straggler(ranks, lag)
         payload = {
-            "ranks": LazyRows(ranks, _rank_text),  # one rank's text held at a time
+            "ranks": [RankJSON(r) for r in ranks],  # each written in pieces
             "skew": lag.to_dict() if lag is not None else None,
             "straggler": slow.to_dict() if slow is not None else None,
         }
@@ -285,29 +286,43 @@ def _ranks_report(args, ranks) -> int:
 
 def _rank_json(rank) -> tuple[bytes, str | None]:
     """A rank's part of --ranks --json, made where its trace is read (read_ranks' per_rank, in a worker): its JSON text
-    but the collectives (compressed: 5.6 MB to 0.47), and its CUDA graph replays'. The parsed traces never come back, so
-    the ranks are read in parallel and the parent holds only their texts: 4 ranks of 30 MB, read in the parent one
-    after the other, took 5.0 s and 189 MB; so, 3.6 s and 110 MB (2 cores). The collectives are the parent's to write
-    (_rank_text): the skew over all ranks sets each one's wait and transfer (ranks.skew)."""
+    but the collectives, compressed as it is written (5.6 MB to 0.47), and its CUDA graph replays'. The parsed traces
+    never come back, so the ranks are read in parallel and the parent holds only their texts: 4 ranks of 30 MB, read in
+    the parent one after the other, took 5.0 s and 189 MB; so, 3.6 s and 110 MB (2 cores). The collectives are the
+    parent's to write (RankJSON): the skew over all ranks sets each one's wait and transfer (ranks.skew)."""
     report = Report(rank.trace)
     report.communication = None
-    payload = report.with_communication()
+    payload = report.with_communication(lazy_steps=True)
     graphs = payload.pop("cuda_graphs", None)
-    head = _dumps({"rank": rank.rank, **payload})
-    return zlib.compress(head.encode(), 1), None if graphs is None else _dumps(graphs)
+    packer = zlib.compressobj(1)
+    packed: list[bytes] = []
+    _write_object({"rank": rank.rank, **payload}, lambda text: packed.append(packer.compress(text.encode())),
+                  close=False)
+    packed.append(packer.flush())
+    return b"".join(packed), None if graphs is None else _dumps(graphs)
 
 
-def _rank_text(rank) -> JSONText:
-    """A rank's item of --ranks --json, as with_communication orders it: _rank_json's text, the collectives, the CUDA
-    graph replays, the collectives by unit."""
-    head, graphs = rank.extra
-    parts = [zlib.decompress(head).decode()[:-1]]  # without its closing brace
-    if rank.comm is not None:
-        parts.append(f', "communication": {_dumps(rank.comm.to_dict())}')
-    if graphs is not None:
-        parts.append(f', "cuda_graphs": {graphs}')
-    parts.append(f', "collectives_by_unit": {_dumps(rank.figures.owners)}}}')
-    return JSONText("".join(parts))
+class RankJSON:
+    """A rank's item of --ranks --json, as with_communication orders it, written a piece at a time (_write_object):
+    _rank_json's text unpacked 4 MB at a time, the collectives, the CUDA graph replays, the collectives by unit."""
+
+    PIECE = 4 << 20
+
+    def __init__(self, rank):
+        self.rank = rank
+
+    def pieces(self) -> Iterator[str]:
+        head, graphs = self.rank.extra
+        unpacker, text = zlib.decompressobj(), codecs.getincrementaldecoder("utf-8")()
+        while head:
+            yield text.decode(unpacker.decompress(head, self.PIECE))
+            head = unpacker.unconsumed_tail
+        yield text.decode(unpacker.flush(), final=True)
+        if self.rank.comm is not None:
+            yield f', "communication": {_dumps(self.rank.comm.to_dict())}'
+        if graphs is not None:
+            yield f', "cuda_graphs": {graphs}'
+        yield f', "collectives_by_unit": {_dumps(self.rank.figures.owners)}}}'
 
 
 # --- end communication ---
@@ -315,35 +330,43 @@ def _rank_text(rank) -> JSONText:
 
 def _print_json(payload) -> None:
     """The report as one line of JSON: json's C encoder writes it only without indentation, 0.4 s sooner on a 14 MB
-    report (jq or python -m json.tool indent it for reading). Written a piece at a time, each top-level value and
-    each item of a top-level list encoded alone, the same bytes as json.dumps of the whole: the text of a 147 MB
-    trace's report is 30 MB, and held whole (with its encoding for stdout) it was the process's peak. One trace's steps
-    come as LazyRows, each step's dict made as it is written, so that its rows are never all held at once."""
+    report (jq or python -m json.tool indent it for reading). Written a piece at a time (_write_object), the same
+    bytes as json.dumps of the whole: the text of a 147 MB trace's report is 30 MB, and held whole (with its encoding
+    for stdout) it was the process's peak."""
     write = sys.stdout.write
     if not isinstance(payload, dict):
         write(_dumps(payload))
         write("\n")
         return
+    _write_object(payload, write)
+    write("\n")
+
+
+def _write_object(payload: dict, write: Callable[[str], object], close: bool = True) -> None:
+    """A dict as JSON through `write`, each top-level value and each item of a top-level list encoded alone; a
+    LazyRows' items (one trace's steps) made as they are written, so that its rows are never all held at once, a
+    RankJSON's written in its pieces. `close`: with the closing brace."""
     write("{")
     for i, (key, value) in enumerate(payload.items()):
         write(f"{', ' if i else ''}{_dumps(key)}: ")
         if isinstance(value, (list, LazyRows)) and value:
             write("[")
             for j, item in enumerate(value):
-                write(f"{', ' if j else ''}{_dumps(item)}")
+                if j:
+                    write(", ")
+                if isinstance(item, RankJSON):
+                    for piece in item.pieces():
+                        write(piece)
+                else:
+                    write(_dumps(item))
             write("]")
         else:
             write(_dumps(value))
-    write("}\n")
-
-
-class JSONText(str):
-    """JSON already encoded (a rank's, _rank_json): _print_json writes it as it is."""
+    if close:
+        write("}")
 
 
 def _dumps(value) -> str:
-    if type(value) is JSONText:
-        return value
     try:  # most reports hold no NaN or infinity: one pass of the C encoder, without walking the value first
         return json.dumps(value, ensure_ascii=False, allow_nan=False)
     except ValueError:
