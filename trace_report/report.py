@@ -288,8 +288,9 @@ def _rank_json(rank) -> tuple[bytes, str | None]:
     """A rank's part of --ranks --json, made where its trace is read (read_ranks' per_rank, in a worker): its JSON text
     but the collectives, compressed as it is written (5.6 MB to 0.47), and its CUDA graph replays'. The parsed traces
     never come back, so the ranks are read in parallel and the parent holds only their texts: 4 ranks of 30 MB, read in
-    the parent one after the other, took 5.0 s and 189 MB; so, 3.6 s and 110 MB (2 cores). The collectives are the
-    parent's to write (RankJSON): the skew over all ranks sets each one's wait and transfer (ranks.skew)."""
+    the parent one after the other, took 4.8 s and 190 MB; so, 3.1 s and 87 MB (2 cores; 8 of 100 MB: 39.4 s and 952
+    MB, 21.4-22.0 s and 187 MB). The collectives are the parent's to write (RankJSON): the skew over all ranks sets
+    each one's wait and transfer (ranks.skew)."""
     report = Report(rank.trace)
     report.communication = None
     payload = report.with_communication(lazy_steps=True)
