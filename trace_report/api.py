@@ -152,13 +152,17 @@ RANK_TABLES = {  # table -> how a rank's Report gives it
 }
 
 
-def rank_tables(rank) -> dict:
+class RankTables(dict):
+    """A rank's tables as rank_tables made them: (table, part) -> its rows (`frame_rows`)."""
+
+
+def rank_tables(rank) -> RankTables:
     """`read_ranks(paths, per_rank=trace_report.rank_tables)`: every table ranks_frame gives of a rank (but the
     collectives, which read_ranks keeps), as rows, made where the rank's trace is read: a worker's, a cluster's. Only
     the rows come back, so a rank set's DataFrames need no trace kept (`keep_traces=True` holds every rank's trace in
     this process, read one after the other)."""
     report = Report(rank.trace)
-    rows = {}
+    rows = RankTables()
     for table, of in RANK_TABLES.items():
         found = of(report)
         if table != "communication":
@@ -177,11 +181,10 @@ def ranks_frame(ranks, table: str = "kernels", library: str = "pandas", part: st
     columns: list[str] = []
     rows: list[dict] = []
     for rank in ranks:
-        made = rank.extra if isinstance(rank.extra, dict) and table != "communication" else None
         if table == "communication":
             found = rank.comm
-        elif made is not None:
-            found = _MadeRows(made, table)
+        elif isinstance(rank.extra, RankTables):
+            found = _MadeRows(rank.extra, table)
         elif rank.trace is None:
             raise ValueError(f"the {table} of each rank needs its trace or its rows: read_ranks(paths, "
                              "per_rank=trace_report.rank_tables), or keep_traces=True")
@@ -198,7 +201,7 @@ def ranks_frame(ranks, table: str = "kernels", library: str = "pandas", part: st
 class _MadeRows(Tabular):
     """A rank's table as rank_tables made its rows, where its trace was read."""
 
-    def __init__(self, made: dict, table: str):
+    def __init__(self, made: RankTables, table: str):
         self.made, self.table = made, table
         self.TABLES = tuple(part for name, part in made if name == table)
 

@@ -104,8 +104,13 @@ def test_a_rank_set_is_one_frame_with_a_rank_column():
         assert len(kernels[kernels["rank"] == r.rank]) == len(r.trace.kernel_stats())
     collectives = ranks_frame(trace_report.read_ranks(RANKS), "communication")
     assert set(collectives["collective"]) == {"AllReduce"} and isinstance(collectives, pd.DataFrame)
-    with pytest.raises(ValueError, match="per_rank=trace_report.rank_tables"):
-        ranks_frame(trace_report.read_ranks(RANKS), "kernels")
+    for per_rank in (None, _names_of_kernels):  # a per_rank of the caller's own is no table's rows
+        with pytest.raises(ValueError, match="per_rank=trace_report.rank_tables"):
+            ranks_frame(trace_report.read_ranks(RANKS, per_rank=per_rank), "kernels")
+
+
+def _names_of_kernels(rank) -> dict:
+    return {"kernels": sorted({stat.name for stat in rank.trace.kernel_stats()})}
 
 
 def test_a_rank_sets_tables_made_where_each_trace_is_read_are_those_of_the_kept_traces():
