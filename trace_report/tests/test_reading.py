@@ -149,7 +149,8 @@ def _kernel_names(rank) -> list[str]:
 
 
 def _pools_counted(monkeypatch) -> list[int]:
-    """The process pools read_ranks starts from here on, by their workers; threads in their place (no fork in a test)."""
+    """The process pools read_ranks starts from here on, by their workers; threads in their place (no fork in a
+    test)."""
     import concurrent.futures
 
     pools: list[int] = []
@@ -172,7 +173,8 @@ def test_per_rank_makes_more_of_each_trace_where_it_is_read(tmp_path, monkeypatc
     for parallel in (True, False):
         pools = _pools_counted(monkeypatch)
         apart = read_ranks(paths, jobs=2, parallel=parallel, per_rank=_kernel_names)
-        assert pools == ([1] if parallel else []) and [(r.rank, r.extra) for r in apart] == [(r.rank, r.extra) for r in here]
+        assert pools == ([1] if parallel else [])
+        assert [(r.rank, r.extra) for r in apart] == [(r.rank, r.extra) for r in here]
 
 
 def test_ranks_json_reads_in_workers_and_prints_what_one_process_reads(tmp_path, monkeypatch, capsys):
