@@ -32,7 +32,7 @@ class Console(RichConsole):
 
 # Traces this large in all (about 2 s and more of reading on a slow core) show their progress on a terminal.
 PROGRESS_BYTES = 64 << 20
-PROGRESS_EVERY_S = 0.1  # the bar is redrawn at most this often, by the reading thread: no thread of its own
+PROGRESS_EVERY_S = 0.1  # the reader redraws the bar at most this often (a ticking bar's thread, 4 times a second)
 
 
 @contextmanager
@@ -49,10 +49,8 @@ def read_progress(paths: Iterable[str | Path], ticking: bool = True
     if not _shows_progress(sizes.values()):
         yield lambda path: None
         return
-    # redirect_stdout off: rich would send what stdout gets meanwhile to the bar's stderr; stdout is the report's
-    progress = Progress(TextColumn("reading {task.description}"), BarColumn(), DownloadColumn(), TimeElapsedColumn(),
-                        console=Console(file=sys.stderr, highlight=False), transient=True, auto_refresh=ticking,
-                        refresh_per_second=4, redirect_stdout=False)
+    progress = _on_stderr(TextColumn("reading {task.description}"), BarColumn(), DownloadColumn(), TimeElapsedColumn(),
+                          auto_refresh=ticking)
 
     def track(name: str | Path) -> Callable[[int, int], None]:
         task = progress.add_task(escape(Path(name).name), total=sizes.get(str(name), sum(sizes.values())) or None)
@@ -80,8 +78,8 @@ def analysing(paths: Iterable[str | Path], what: str) -> Iterator[None]:
         return
     console = Console(file=sys.stderr, highlight=False)
     spinner = "dots" if console.encoding.lower().startswith("utf") else "line"  # a terminal without UTF-8: - \ | /
-    progress = Progress(SpinnerColumn(spinner), TextColumn("analysing {task.description}"), TimeElapsedColumn(),
-                        console=console, transient=True, refresh_per_second=4, redirect_stdout=False)
+    progress = _on_stderr(SpinnerColumn(spinner), TextColumn("analysing {task.description}"), TimeElapsedColumn(),
+                          console=console)
     progress.add_task(escape(what), total=None)
     real_stdout = sys.stdout
     stopped = False
@@ -102,6 +100,13 @@ def analysing(paths: Iterable[str | Path], what: str) -> Iterator[None]:
         yield
     finally:
         stop()
+
+
+def _on_stderr(*columns, console: Console | None = None, auto_refresh: bool = True) -> Progress:
+    """A progress display on stderr that goes when it stops (transient), redrawn four times a second when
+    `auto_refresh`. redirect_stdout off: rich would send what stdout gets meanwhile to stderr; stdout is the report's."""
+    return Progress(*columns, console=console or Console(file=sys.stderr, highlight=False), transient=True,
+                    auto_refresh=auto_refresh, refresh_per_second=4, redirect_stdout=False)
 
 
 class _StopsAtFirstWrite:
