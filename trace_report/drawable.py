@@ -31,7 +31,7 @@ from typing import Any, Callable
 from trace_report.model import Overlaps
 from trace_report.nesting import start_order
 from trace_report.overlaps import clip_stream_overlaps, dropped
-from trace_report.source import RAW_EVENTS, UNSET, Layout, TraceSource, bytes_read, msgspec, open_text
+from trace_report.source import RAW_EVENTS, UNSET, Layout, TraceSource, msgspec, open_text
 
 GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 MOVED_LEVELS = 8  # tracks beside one at most: events that still cross on the 8th stay there (none seen)
@@ -126,10 +126,7 @@ def _scan(path: Path, progress: Progress) -> _Scan:
     number = 0
     with open_text(path) as text:
         source = TraceSource(text, path, _SCAN)
-        size = path.stat().st_size
-        for batch in source.batches():
-            if progress is not None:
-                progress(bytes_read(text), size)
+        for batch in source.batches(progress):
             for event in batch:
                 number += 1
                 if type(event) is not _Event:
@@ -284,10 +281,7 @@ def _write(path: Path, scan: _Scan, plan: Plan, progress: Progress) -> bytes:
     number = 0
     separator = b""
     with open_text(path) as text:
-        size = path.stat().st_size
-        for batch in TraceSource(text, path, RAW_EVENTS).batches():
-            if progress is not None:
-                progress(bytes_read(text), size)
+        for batch in TraceSource(text, path, RAW_EVENTS).batches(progress):
             end = number + len(batch)
             while at < len(edits) and edits[at][0] < end:
                 changed, fields = edits[at]

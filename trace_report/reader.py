@@ -49,7 +49,7 @@ from trace_report.overlaps import clip_stream_overlaps, other_spans
 from trace_report.python_frames import user_line
 from trace_report.timeline import devices_note
 from trace_report.source import (ARG_KEYS, RAW, RECORDS, UNSET, Record, RecordArgs, TraceSource, args_dict,
-                                 bytes_read, open_text, raw_value)
+                                 open_text, raw_value)
 
 GPU_KINDS = {
     "kernel": "kernel",
@@ -112,14 +112,11 @@ def _read(path: Path, collector: _Collector, progress: Callable[[int, int], None
     with open_text(path) as text:
         source = TraceSource(text, path, RECORDS)
         add = collector.add
-        size = path.stat().st_size if progress is not None else 0
         try:
-            for batch in source.batches():
+            for batch in source.batches(progress):
                 collector.events += len(batch)
                 for event in batch:
                     add(event)
-                if progress is not None:
-                    progress(bytes_read(text), size)
         except (EOFError, zlib.error, gzip.BadGzipFile) as err:
             raise UsageError(f"{path}: the gzip stream is cut short or corrupt ({err})") from None
         except UnicodeDecodeError:
