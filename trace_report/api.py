@@ -164,8 +164,8 @@ def rank_tables(rank) -> RankTables:
     report = Report(rank.trace)
     rows = RankTables()
     for table, of in RANK_TABLES.items():
-        found = of(report)
-        if table != "communication":
+        if table != "communication":  # read_ranks brings the collectives back already
+            found = of(report)
             rows.update({(table, part): found.frame_rows(part) for part in found.TABLES})
     return rows
 
